@@ -1,0 +1,116 @@
+"""Where the infrastructure is: one place that every command and library entry point reads.
+
+The four settings come from ``POSTBOX_DATABASE_URL``, ``POSTBOX_KAFKA_BOOTSTRAP``,
+``POSTBOX_REDIS_URL`` and ``POSTBOX_CONNECT_URL``; flags with the same meaning override them, and
+the defaults point at the local stack (`postbox up`). Values are validated when read, so a typo
+fails at start with the variable's name instead of deep inside a client library.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields, replace
+from typing import Mapping
+from urllib.parse import urlsplit
+
+from postbox.errors import ConfigError
+
+LOCAL_PG_PORT = 5432
+LOCAL_REDIS_PORT = 6379
+LOCAL_KAFKA_PORT = 9092
+LOCAL_CONNECT_PORT = 8083
+
+#: The app role's connection on the local stack. Its password is not a secret worth the name (the
+#: server listens on loopback only and the state folder is private); real deployments set the URL.
+DEFAULT_DATABASE_URL = f"postgresql://postbox_app:postbox_app@127.0.0.1:{LOCAL_PG_PORT}/postbox"
+DEFAULT_KAFKA_BOOTSTRAP = f"127.0.0.1:{LOCAL_KAFKA_PORT}"
+DEFAULT_REDIS_URL = f"redis://127.0.0.1:{LOCAL_REDIS_PORT}/0"
+DEFAULT_CONNECT_URL = f"http://127.0.0.1:{LOCAL_CONNECT_PORT}"
+
+ENV_NAMES = {
+    "database_url": "POSTBOX_DATABASE_URL",
+    "kafka_bootstrap": "POSTBOX_KAFKA_BOOTSTRAP",
+    "redis_url": "POSTBOX_REDIS_URL",
+    "connect_url": "POSTBOX_CONNECT_URL",
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The infrastructure endpoints postbox talks to."""
+
+    database_url: str = DEFAULT_DATABASE_URL
+    kafka_bootstrap: str = DEFAULT_KAFKA_BOOTSTRAP
+    redis_url: str = DEFAULT_REDIS_URL
+    connect_url: str = DEFAULT_CONNECT_URL
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def load(
+        cls,
+        environ: Mapping[str, str] | None = None,
+        **overrides: str | None,
+    ) -> "Settings":
+        """Read the environment, apply non-empty overrides (flags), validate, and return."""
+        env = os.environ if environ is None else environ
+        values: dict[str, str] = {}
+        sources: dict[str, str] = {}
+        for name, var in ENV_NAMES.items():
+            override = overrides.get(name)
+            if override:
+                values[name], sources[name] = override, "flag"
+            elif env.get(var):
+                values[name], sources[name] = env[var], var
+            else:
+                sources[name] = "default"
+        unknown = set(overrides) - set(ENV_NAMES)
+        if unknown:
+            raise TypeError(f"unknown setting(s): {', '.join(sorted(unknown))}")
+        settings = cls(**values, sources=sources)
+        settings.validate()
+        return settings
+
+    def with_overrides(self, **overrides: str | None) -> "Settings":
+        """Return a copy with the given non-empty values replaced (and validated)."""
+        changed = {k: v for k, v in overrides.items() if v}
+        new = replace(self, **changed)
+        new.validate()
+        return new
+
+    def validate(self) -> None:
+        """Raise ConfigError naming the variable whose value cannot be used."""
+        _check_url("database_url", self.database_url, ("postgresql", "postgres"))
+        _check_url("redis_url", self.redis_url, ("redis", "rediss", "unix"))
+        _check_url("connect_url", self.connect_url, ("http", "https"))
+        _check_bootstrap(self.kafka_bootstrap)
+
+    def as_env(self) -> dict[str, str]:
+        """The settings as the environment variables that reproduce them."""
+        return {ENV_NAMES[f.name]: getattr(self, f.name) for f in fields(self) if f.name in ENV_NAMES}
+
+
+def _check_url(name: str, value: str, schemes: tuple[str, ...]) -> None:
+    var = ENV_NAMES[name]
+    parts = urlsplit(value)
+    if parts.scheme not in schemes:
+        raise ConfigError(
+            f"{var}={value!r}: expected a URL starting with {' or '.join(s + '://' for s in schemes)}",
+            fix=f"set {var} to e.g. {getattr(Settings, name)}",
+        )
+    if parts.scheme != "unix" and not parts.hostname:
+        raise ConfigError(f"{var}={value!r}: the URL names no host", fix=f"e.g. {getattr(Settings, name)}")
+    try:
+        parts.port
+    except ValueError:
+        raise ConfigError(f"{var}={value!r}: the port is not a number from 1 to 65535") from None
+
+
+def _check_bootstrap(value: str) -> None:
+    var = ENV_NAMES["kafka_bootstrap"]
+    for server in value.split(","):
+        host, sep, port = server.strip().rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(
+                f"{var}={value!r}: {server.strip()!r} is not host:port",
+                fix=f"set {var} to a comma-separated list like {DEFAULT_KAFKA_BOOTSTRAP}",
+            )

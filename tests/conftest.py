@@ -1,0 +1,54 @@
+"""Shared fixtures: one real stack per test session, tests isolated by unique prefixes.
+
+The stack is the one `postbox up` started (CI runs `./dev.sh test`, which brings it up first);
+endpoints come from the same POSTBOX_* settings users set. Integration tests never skip when a
+service is missing: they fail, naming the service and the fix.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from postbox.settings import Settings
+
+
+@pytest.fixture(scope="session")
+def settings() -> Settings:
+    """The endpoints of the running stack (environment, else local-stack defaults)."""
+    return Settings.load()
+
+
+@pytest.fixture
+def unique() -> str:
+    """A short unique token for isolating topics, groups, aggregate types and Redis keys."""
+    return uuid.uuid4().hex[:10]
+
+
+@pytest.fixture
+def redis_client(settings: Settings) -> Iterator["object"]:
+    """A redis-py client on the stack's Redis (bytes replies)."""
+    import redis
+
+    client = redis.Redis.from_url(settings.redis_url)
+    try:
+        client.ping()
+    except redis.ConnectionError as exc:  # pragma: no cover - environment problem
+        pytest.fail(f"Redis at {settings.redis_url} is unreachable ({exc}); run `postbox up` first")
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def pg_conn(settings: Settings) -> Iterator["object"]:
+    """A psycopg connection as the application role (autocommit off)."""
+    import psycopg
+
+    try:
+        conn = psycopg.connect(settings.database_url, connect_timeout=5)
+    except psycopg.OperationalError as exc:  # pragma: no cover - environment problem
+        pytest.fail(f"PostgreSQL at POSTBOX_DATABASE_URL is unreachable ({exc}); run `postbox up` first")
+    yield conn
+    conn.close()
