@@ -20,9 +20,9 @@ LOCAL_REDIS_PORT = 6379
 LOCAL_KAFKA_PORT = 9092
 LOCAL_CONNECT_PORT = 8083
 
-#: The app role's connection on the local stack. Its password is not a secret worth the name (the
-#: server listens on loopback only and the state folder is private); real deployments set the URL.
-DEFAULT_DATABASE_URL = f"postgresql://postbox_app:postbox_app@127.0.0.1:{LOCAL_PG_PORT}/postbox"
+#: The app role's connection on the local stack, without its password: `postbox up` generates the
+#: password into the state folder's secrets file, and :func:`local_database_url` reads it from there.
+DEFAULT_DATABASE_URL = f"postgresql://postbox_app@127.0.0.1:{LOCAL_PG_PORT}/postbox"
 DEFAULT_KAFKA_BOOTSTRAP = f"127.0.0.1:{LOCAL_KAFKA_PORT}"
 DEFAULT_REDIS_URL = f"redis://127.0.0.1:{LOCAL_REDIS_PORT}/0"
 DEFAULT_CONNECT_URL = f"http://127.0.0.1:{LOCAL_CONNECT_PORT}"
@@ -61,6 +61,8 @@ class Settings:
                 values[name], sources[name] = override, "flag"
             elif env.get(var):
                 values[name], sources[name] = env[var], var
+            elif name == "database_url" and (local := local_database_url()):
+                values[name], sources[name] = local, "local stack"
             else:
                 sources[name] = "default"
         unknown = set(overrides) - set(ENV_NAMES)
@@ -114,3 +116,18 @@ def _check_bootstrap(value: str) -> None:
                 f"{var}={value!r}: {server.strip()!r} is not host:port",
                 fix=f"set {var} to a comma-separated list like {DEFAULT_KAFKA_BOOTSTRAP}",
             )
+
+
+def local_database_url() -> str | None:
+    """The app role's URL on the local stack, password included, if `postbox up` has made one."""
+    try:
+        from postbox.stack.layout import default_state_dir
+        from postbox.stack.secrets import read_secrets
+
+        password = read_secrets(default_state_dir() / "secrets.env").get("POSTBOX_APP_PASSWORD")
+    except Exception:  # no project folder, unreadable file: fall back to the plain default
+        return None
+    if not password:
+        return None
+    port = os.environ.get("POSTBOX_PG_PORT") or str(LOCAL_PG_PORT)
+    return f"postgresql://postbox_app:{password}@127.0.0.1:{port}/postbox"

@@ -1,0 +1,70 @@
+"""The `postbox` command line: one typer app, one module per group of commands.
+
+Expected failures (PostboxError) print as one line plus the fix and exit 1; usage errors exit 2;
+nothing a user can cause ends in a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from postbox.errors import PostboxError
+
+app = typer.Typer(
+    name="postbox",
+    help="Transactional outbox → Debezium → Kafka → exactly-once effects in Redis.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _register() -> None:
+    """Attach every command module. Each module exposes `register(app)`."""
+    from postbox.cli import stack_cmds
+
+    for module in (stack_cmds,):
+        module.register(app)
+
+    # Modules that may not exist yet in a partial checkout are optional by design of the build order.
+    import importlib
+
+    for name in ("schemas_cmds", "db_cmds", "consume_cmds", "incident_cmds", "demo_cmds"):
+        try:
+            module = importlib.import_module(f"postbox.cli.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"postbox.cli.{name}":
+                raise
+            continue
+        module.register(app)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    _register()
+    try:
+        result = app(standalone_mode=False)
+    except PostboxError as exc:
+        from postbox.cli.output import print_error
+
+        print_error(exc)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except SystemExit:
+        raise
+    except typer.Abort:
+        sys.exit(1)
+    except Exception as exc:  # click usage errors arrive here in non-standalone mode
+        import click
+
+        if isinstance(exc, click.exceptions.UsageError):
+            exc.show()
+            sys.exit(2)
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        raise
+    sys.exit(result if isinstance(result, int) else 0)

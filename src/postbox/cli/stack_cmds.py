@@ -1,0 +1,100 @@
+"""`postbox up`, `down`, `status` and `env`: the local stack from the command line."""
+
+from __future__ import annotations
+
+import shlex
+
+import typer
+from rich.table import Table
+
+from postbox.cli.output import console, err_console, print_json
+
+
+def register(app: typer.Typer) -> None:
+    app.command("up", help="Bring up the local stack (PostgreSQL, Redis, Kafka, Connect + Debezium) and register the connector.")(up)
+    app.command("down", help="Stop the local stack cleanly (data is kept in the state folder).")(down)
+    app.command("status", help="Each component's state and address, the connector and task, the slot's lag.")(status)
+    app.command("env", help="Print `export` lines for the settings that point at the local stack.")(env)
+
+
+def _stack(locate_tools: bool = True):
+    from postbox.stack.stack import LocalStack
+
+    return LocalStack(locate_tools=locate_tools)
+
+
+def _progress(message: str) -> None:
+    err_console.print(f"[dim]…[/] {message}", highlight=False)
+
+
+def up(
+    timeout: float = typer.Option(180.0, help="Seconds to wait for each component to become ready."),
+    json_output: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    stack = _stack()
+    report = stack.up(_progress, wait_timeout=timeout)
+    status = stack.status()
+    if json_output:
+        print_json({
+            "changed": report.changed,
+            "seconds": round(report.seconds, 1),
+            "steps": [{"component": s.component, "outcome": s.outcome, "changed": s.changed} for s in report.steps],
+            "status": status,
+        })
+        return
+    table = Table(title="postbox local stack", show_lines=False)
+    for column in ("component", "this run", "listens on", "log"):
+        table.add_column(column)
+    outcomes = {s.component: s.outcome for s in report.steps}
+    for name in ("postgres", "redis", "kafka", "connect"):
+        table.add_row(name, outcomes.get(name, ""), status[name]["address"], status[name]["log"])
+    connector = status["connector"]
+    table.add_row(
+        f"connector {connector['name']}",
+        outcomes.get(f"connector/{connector['name']}", ""),
+        f"{connector['state']} / task {status['task']['state']}",
+        status["connect"]["log"],
+    )
+    console.print(table)
+    if report.changed:
+        console.print(f"[green]stack is up[/] in {report.seconds:.1f} s")
+    else:
+        console.print(f"[green]stack was already up[/]: nothing to do ({report.seconds:.1f} s)")
+    console.print("point your shell at it: [bold]eval \"$(postbox env)\"[/]")
+
+
+def down() -> None:
+    stack = _stack(locate_tools=False)
+    steps = stack.down(_progress)
+    for step in steps:
+        console.print(f"{step.component}: {step.outcome}")
+
+
+def status(json_output: bool = typer.Option(False, "--json", help="Print the status as JSON.")) -> None:
+    stack = _stack(locate_tools=False)
+    data = stack.status()
+    if json_output:
+        print_json(data)
+        return
+    table = Table(title=f"postbox local stack ({data['state_dir']})")
+    for column in ("component", "state", "address", "pid", "log"):
+        table.add_column(column)
+    for name in ("postgres", "redis", "kafka", "connect"):
+        part = data[name]
+        color = "green" if part["state"] == "running" else "red"
+        table.add_row(name, f"[{color}]{part['state']}[/]", part["address"], str(part["pid"] or ""), part["log"])
+    console.print(table)
+    connector, task, slot = data["connector"], data["task"], data["slot"]
+    console.print(f"connector {connector['name']}: {connector['state']}; task: {task['state']}"
+                  + (f" ({task['error']})" if task.get("error") else ""))
+    lag = slot.get("lag_bytes")
+    console.print(f"replication slot {slot.get('name', '')}: {slot['state']}"
+                  + (f", lag {lag:,} bytes" if isinstance(lag, int) else ""))
+    healthy = all(data[n]["state"] == "running" for n in ("postgres", "redis", "kafka", "connect")) and connector["state"] == "RUNNING"
+    raise typer.Exit(0 if healthy else 1)
+
+
+def env() -> None:
+    stack = _stack(locate_tools=False)
+    for key, value in stack.env().items():
+        print(f"export {key}={shlex.quote(value)}")

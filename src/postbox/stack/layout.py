@@ -1,0 +1,108 @@
+"""Where the local stack keeps its state: one folder (default `.postbox/` in the project).
+
+Everything the stack writes lives below it (data, logs, pid files, generated configs, secrets,
+resolved jars), so `rm -rf .postbox` is a full reset and nothing leaks into the checkout.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from postbox.resources import project_root
+
+
+def default_state_dir() -> Path:
+    """``POSTBOX_STATE_DIR`` when set, else `.postbox/` in the project folder."""
+    env = os.environ.get("POSTBOX_STATE_DIR")
+    if env:
+        return Path(env).expanduser().resolve()
+    return project_root() / ".postbox"
+
+
+@dataclass(frozen=True)
+class StackLayout:
+    """Paths of every file and folder of one local stack."""
+
+    root: Path
+
+    @classmethod
+    def default(cls) -> "StackLayout":
+        return cls(default_state_dir())
+
+    # -- shared -------------------------------------------------------------------------------
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def run(self) -> Path:
+        """Pid files and generated configuration."""
+        return self.root / "run"
+
+    @property
+    def secrets_file(self) -> Path:
+        return self.root / "secrets.env"
+
+    @property
+    def lib(self) -> Path:
+        return self.root / "lib"
+
+    @property
+    def kafka_lib(self) -> Path:
+        """Class path of the broker and the Connect worker."""
+        return self.lib / "kafka"
+
+    @property
+    def plugins(self) -> Path:
+        """Connect's plugin.path: one sub-folder per plugin, never on the worker class path."""
+        return self.lib / "plugins"
+
+    @property
+    def debezium_plugin(self) -> Path:
+        return self.plugins / "debezium-postgres"
+
+    # -- PostgreSQL (owned by the postgres OS user when we run as root) ---------------------------
+    @property
+    def pg_home(self) -> Path:
+        return self.root / "postgres"
+
+    @property
+    def pg_data(self) -> Path:
+        return self.pg_home / "data"
+
+    @property
+    def pg_socket_dir(self) -> Path:
+        return self.pg_home / "run"
+
+    @property
+    def pg_log(self) -> Path:
+        return self.pg_home / "postgres.log"
+
+    # -- Redis ------------------------------------------------------------------------------------
+    @property
+    def redis_dir(self) -> Path:
+        return self.root / "redis"
+
+    # -- Kafka / Connect ---------------------------------------------------------------------------
+    @property
+    def kafka_data(self) -> Path:
+        return self.root / "kafka" / "data"
+
+    @property
+    def connect_dir(self) -> Path:
+        return self.root / "connect"
+
+    def log(self, component: str) -> Path:
+        return self.logs / f"{component}.log"
+
+    def pidfile(self, component: str) -> Path:
+        return self.run / f"{component}.pid"
+
+    def ensure(self) -> None:
+        for folder in (self.root, self.logs, self.run, self.lib, self.redis_dir, self.kafka_data, self.connect_dir):
+            folder.mkdir(parents=True, exist_ok=True)
+        gitignore = self.root / ".gitignore"
+        if not gitignore.exists():
+            gitignore.write_text("*\n")

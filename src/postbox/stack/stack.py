@@ -1,0 +1,285 @@
+"""`postbox up` / `down` / `status`: the local stack as one unit.
+
+Start order follows the dependencies: jars, then PostgreSQL and Redis and Kafka (independent,
+started together), then the outbox schema, then Connect (needs Kafka), then the connector (needs
+Connect and PostgreSQL). Every step is idempotent and reports whether it changed anything, so a
+second `up` says "nothing to do" and touches nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from postbox.connect_client import ConnectClient, ConnectorFile
+from postbox.errors import PostboxError, StackError
+from postbox.resources import connectors_dir
+from postbox.stack import jars, prereqs
+from postbox.stack.connect import LocalConnect
+from postbox.stack.kafka import LocalKafka
+from postbox.stack.layout import StackLayout
+from postbox.stack.ports import StackPorts
+from postbox.stack.postgres import DATABASE, LocalPostgres
+from postbox.stack.redis_server import LocalRedis
+from postbox.stack.secrets import ensure_secrets, read_secrets
+
+OUTBOX_CONNECTOR_FILE = "outbox.json"
+SLOT_NAME = "postbox_outbox"
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class Step:
+    component: str
+    outcome: str
+    changed: bool
+
+
+@dataclass
+class UpReport:
+    steps: list[Step] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def changed(self) -> bool:
+        return any(step.changed for step in self.steps)
+
+
+class LocalStack:
+    """The five parts of the local stack and the connector, under one state folder."""
+
+    def __init__(self, layout: StackLayout | None = None, ports: StackPorts | None = None, locate_tools: bool = True) -> None:
+        self.layout = layout or StackLayout.default()
+        self.ports = ports or StackPorts.from_env()
+        self.tools = prereqs.toolchain() if locate_tools else None
+        tools = self.tools
+        self.postgres = LocalPostgres(self.layout, tools.pg_bin if tools else _optional(prereqs.find_pg_bin), self.ports.postgres)
+        self.redis = LocalRedis(self.layout, tools.redis_server if tools else None, self.ports.redis)
+        self.kafka = LocalKafka(self.layout, tools.java if tools else None, self.ports.kafka, self.ports.controller)
+        self.connect = LocalConnect(self.layout, tools.java if tools else None, self.ports.connect, self.ports.kafka)
+
+    # -- settings that point at this stack ---------------------------------------------------------
+    def secrets(self) -> dict[str, str]:
+        return read_secrets(self.layout.secrets_file)
+
+    def app_database_url(self) -> str:
+        password = self.secrets().get("POSTBOX_APP_PASSWORD", "")
+        return f"postgresql://postbox_app:{password}@127.0.0.1:{self.ports.postgres}/{DATABASE}"
+
+    def env(self) -> dict[str, str]:
+        return {
+            "POSTBOX_DATABASE_URL": self.app_database_url(),
+            "POSTBOX_KAFKA_BOOTSTRAP": self.kafka.address,
+            "POSTBOX_REDIS_URL": f"redis://{self.redis.address}/0",
+            "POSTBOX_CONNECT_URL": self.connect.url,
+        }
+
+    def cdc_env(self) -> dict[str, str]:
+        """The environment through which Connect resolves ${env:POSTBOX_CDC_*} in connector configs."""
+        return {
+            "POSTBOX_CDC_DB_HOST": "127.0.0.1",
+            "POSTBOX_CDC_DB_PORT": str(self.ports.postgres),
+            "POSTBOX_CDC_DB_NAME": DATABASE,
+            "POSTBOX_CDC_DB_USER": "postbox_cdc",
+            "POSTBOX_CDC_DB_PASSWORD": self.secrets()["POSTBOX_CDC_PASSWORD"],
+        }
+
+    # -- up ---------------------------------------------------------------------------------------------
+    def up(self, progress: Progress, wait_timeout: float = 180.0) -> UpReport:
+        report = UpReport()
+        started = time.monotonic()
+        assert self.tools is not None
+        self.layout.ensure()
+        secrets = ensure_secrets(self.layout.secrets_file)
+
+        for jar_set in jars.jar_sets(self.layout):
+            progress(f"jars: resolving {jar_set.name} (Maven; first run downloads from Maven Central)…")
+            resolved = jars.resolve(jar_set, self.tools.mvn, self.layout.log("maven"))
+            report.steps.append(Step(f"jars/{jar_set.name}", "resolved" if resolved else "up to date", resolved))
+
+        # Configuration first (cheap, and Kafka's storage format needs it), then the servers.
+        pg_init = self.postgres.init()
+        redis_init = self.redis.init()
+        kafka_init = self.kafka.init()
+        connect_init = self.connect.init()
+        restart_needed = [
+            name for name, changed, component in (
+                ("postgres", pg_init, self.postgres), ("redis", redis_init, self.redis),
+                ("kafka", kafka_init, self.kafka), ("connect", connect_init, self.connect),
+            ) if changed and component.running()
+        ]
+        if restart_needed:
+            progress(f"configuration changed for {', '.join(restart_needed)}: restart with `postbox down && postbox up` to apply")
+
+        kafka_outcome = self.kafka.start()
+        report.steps.append(Step("kafka", kafka_outcome, kafka_outcome == "started"))
+        progress(f"postgres: {'starting' if not self.postgres.running() else 'running'}…")
+        pg_outcome = self.postgres.start()
+        report.steps.append(Step("postgres", pg_outcome, pg_outcome == "started"))
+        redis_outcome = self.redis.start()
+        report.steps.append(Step("redis", redis_outcome, redis_outcome == "started"))
+
+        created = self.postgres.ensure_database()
+        changes = self._init_schema(secrets)
+        report.steps.append(Step("database", "; ".join(changes) if (created or changes) else "up to date", bool(created or changes)))
+
+        self.kafka.wait_ready(wait_timeout, on_wait=_ticker(progress, "kafka: waiting for the broker"))
+        connect_outcome = self.connect.start(self.cdc_env())
+        report.steps.append(Step("connect", connect_outcome, connect_outcome == "started"))
+        self.connect.wait_ready(wait_timeout, on_wait=_ticker(progress, "connect: waiting for the REST API"))
+
+        connector = ConnectorFile.load(connectors_dir() / OUTBOX_CONNECTOR_FILE)
+        with ConnectClient(self.connect.url) as client:
+            applied = client.apply(connector)
+            report.steps.append(Step(f"connector/{connector.name}", applied, applied != "unchanged"))
+            client.wait_running(
+                connector.name,
+                wait_timeout,
+                on_wait=_ticker(progress, f"connector {connector.name}: waiting for RUNNING", with_state=True),
+                log_hint=f" (log: {self.connect.log_path})",
+            )
+        report.seconds = time.monotonic() - started
+        return report
+
+    def _init_schema(self, secrets: dict[str, str]) -> list[str]:
+        try:
+            from postbox.db import init_database
+        except ModuleNotFoundError:  # TEMPORARY until the writer issue lands postbox.db
+            return _apply_sql_files(self.postgres.admin_url(), secrets)
+        return init_database(
+            self.postgres.admin_url(),
+            app_password=secrets["POSTBOX_APP_PASSWORD"],
+            cdc_password=secrets["POSTBOX_CDC_PASSWORD"],
+            maint_password=secrets.get("POSTBOX_MAINT_PASSWORD"),
+        )
+
+    # -- down -------------------------------------------------------------------------------------------
+    def down(self, progress: Progress) -> list[Step]:
+        """Stop in reverse dependency order, so Connect flushes its offsets to a live broker."""
+        steps = []
+        for component, stop in (
+            ("connect", self.connect.stop),
+            ("kafka", self.kafka.stop),
+            ("redis", self.redis.stop),
+            ("postgres", self.postgres.stop),
+        ):
+            progress(f"{component}: stopping…")
+            stopped = stop()
+            steps.append(Step(component, "stopped" if stopped else "was not running", stopped))
+        return steps
+
+    # -- status -----------------------------------------------------------------------------------------
+    def status(self) -> dict[str, Any]:
+        components: dict[str, Any] = {}
+        for component in (self.postgres, self.redis, self.kafka, self.connect):
+            running = component.running()
+            components[component.name] = {
+                "state": "running" if running else "stopped",
+                "address": component.address,
+                "pid": component.pid() if running else None,
+                "log": str(component.log_path),
+            }
+        connector_name = _connector_name()
+        connector: dict[str, Any] = {"name": connector_name, "state": "unknown"}
+        task: dict[str, Any] = {"state": "unknown"}
+        if components["connect"]["state"] == "running":
+            try:
+                with ConnectClient(self.connect.url, timeout=3) as client:
+                    state = client.status(connector_name)
+                if state is None:
+                    connector["state"] = "not registered"
+                    task["state"] = "none"
+                else:
+                    connector.update(state=state.connector_state, worker=state.worker)
+                    task = {"state": state.tasks[0]["state"] if state.tasks else "none", "tasks": [
+                        {"id": t["id"], "state": t["state"], "worker": t.get("worker_id")} for t in state.tasks
+                    ]}
+                    if state.failed_trace:
+                        task["error"] = state.failed_trace.splitlines()[0]
+            except PostboxError as exc:
+                connector["state"] = "unreachable"
+                connector["error"] = exc.message
+        slot = slot_status(self.app_database_url()) if components["postgres"]["state"] == "running" else {"state": "unknown"}
+        return {
+            "state_dir": str(self.layout.root),
+            "postgres": components["postgres"],
+            "redis": components["redis"],
+            "kafka": components["kafka"],
+            "connect": components["connect"],
+            "connector": connector,
+            "task": task,
+            "slot": slot,
+        }
+
+
+def slot_status(database_url: str, slot_name: str = SLOT_NAME) -> dict[str, Any]:
+    """The replication slot's activity and how many WAL bytes it still holds back (lag)."""
+    import psycopg
+
+    try:
+        with psycopg.connect(database_url, connect_timeout=3, autocommit=True) as conn:
+            row = conn.execute(
+                """
+                SELECT active,
+                       pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint AS lag_bytes,
+                       pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint AS retained_bytes,
+                       wal_status
+                FROM pg_replication_slots WHERE slot_name = %s
+                """,
+                (slot_name,),
+            ).fetchone()
+    except psycopg.Error as exc:
+        return {"name": slot_name, "state": "unreachable", "error": str(exc).strip().splitlines()[0]}
+    if row is None:
+        return {"name": slot_name, "state": "missing", "lag_bytes": None}
+    return {
+        "name": slot_name,
+        "state": "active" if row[0] else "inactive",
+        "lag_bytes": row[1],
+        "retained_bytes": row[2],
+        "wal_status": row[3],
+    }
+
+
+def _connector_name() -> str:
+    try:
+        return ConnectorFile.load(connectors_dir() / OUTBOX_CONNECTOR_FILE).name
+    except PostboxError:
+        return "postbox-outbox"
+
+
+def _optional(fn: Callable[[], Path]) -> Path | None:
+    try:
+        return fn()
+    except StackError:
+        return None
+
+
+def _ticker(progress: Progress, label: str, with_state: bool = False):
+    """Progress every ~2 s during a wait, with the elapsed time (and the connector's state)."""
+    last = [-2.0]
+
+    def tick(elapsed: float, state: Any = None) -> None:
+        if elapsed - last[0] >= 2.0:
+            last[0] = elapsed
+            suffix = ""
+            if with_state:
+                suffix = f" (now: {state.connector_state if state else 'registering'})"
+            progress(f"{label}… {elapsed:.0f}s{suffix}")
+
+    return tick
+
+
+def _apply_sql_files(admin_url: str, secrets: dict[str, str]) -> list[str]:  # TEMPORARY
+    import psycopg
+    from postbox.resources import schemas_dir
+
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        for path in sorted((schemas_dir() / "sql").glob("*.sql")):
+            conn.execute(path.read_text())
+        conn.execute(f"ALTER ROLE postbox_app PASSWORD '{secrets['POSTBOX_APP_PASSWORD']}'")
+        conn.execute(f"ALTER ROLE postbox_cdc PASSWORD '{secrets['POSTBOX_CDC_PASSWORD']}'")
+    return []
