@@ -73,3 +73,55 @@ class OutboxError(PostboxError):
 
 class RetentionError(PostboxError):
     """Outbox retention (partition maintenance or cleanup) could not run."""
+
+
+class EffectError(PostboxError):
+    """Base class of the Redis effects engine's errors (`postbox.effects`)."""
+
+
+class InvalidEffectError(EffectError, ValueError):
+    """A handler described an effect postbox cannot send: wrong value type, bad option mix, too big.
+
+    Raised by the `Effects` builder while the handler runs, so the traceback points at the handler
+    line. The event can never succeed as described: treat it as permanent (dead-letter it).
+    """
+
+
+class PermanentEffectError(EffectError):
+    """An event's effects failed deterministically (WRONGTYPE, a user function's error, mixed slots).
+
+    Nothing of the event stayed in Redis (the script undid it) and retrying gives the same answer:
+    the runtime dead-letters the event and moves on. ``result`` is the event's `ApplyResult`.
+    """
+
+    def __init__(self, message: str, *, fix: str | None = None, result: object = None) -> None:
+        super().__init__(message, fix=fix)
+        self.result = result
+
+
+class CrossSlotEffectError(PermanentEffectError):
+    """The keys of one event's effects live in different Redis Cluster hash slots."""
+
+
+class TransientEffectError(EffectError):
+    """Redis refused or could not be asked: connection lost, timeout, OOM, BUSY, LOADING, TRYAGAIN,
+    CLUSTERDOWN, READONLY/MASTERDOWN (failover), NOSCRIPT after reloading, WAITAOF not confirmed.
+
+    Retrying the same batch is always safe: a refused call ran nothing, and an event whose call did
+    run (a lost reply) comes back as a duplicate. Retry with backoff; never skip, never commit past.
+    ``reason`` is a short tag (``"OOM"``, ``"connection"``, ...) for metrics and logs.
+    """
+
+    def __init__(self, message: str, *, reason: str, fix: str | None = None) -> None:
+        super().__init__(message, fix=fix)
+        self.reason = reason
+
+
+class EffectEngineError(EffectError):
+    """The engine or its script is broken or misused (an unexpected error reply, an undo that failed,
+    a user effect function that does not compile). Neither retrying nor skipping is right: stop the
+    consumer and look. The message names what failed."""
+
+
+class TraceContextError(PostboxError):
+    """A W3C traceparent value is malformed."""

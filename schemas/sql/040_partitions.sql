@@ -1,0 +1,109 @@
+-- Time partitions of the outbox, keyed on the UUIDv7 id (see 020_outbox.sql).
+--
+-- These functions are SECURITY INVOKER and owned by postbox_owner: only a session that has done
+-- SET ROLE postbox_owner (postbox db init, postbox db retention as postbox_maint) can use them,
+-- because only a table's owner may attach partitions to it.
+
+-- The smallest uuid whose UUIDv7 timestamp is ts: every id made at or after ts sorts >= it.
+CREATE OR REPLACE FUNCTION postbox.uuid7_bound(ts timestamptz) RETURNS uuid
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT (lpad(to_hex(floor(extract(epoch FROM ts) * 1000)::bigint), 12, '0')
+            || '00000000000000000000')::uuid
+$$;
+
+-- The creation time stored in a UUIDv7 (for reading partition bounds).
+CREATE OR REPLACE FUNCTION postbox.uuid7_time(id uuid) RETURNS timestamptz
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT to_timestamp(('x' || substr(replace(id::text, '-', ''), 1, 12))::bit(48)::bigint / 1000.0)
+$$;
+
+-- Every partition of the outbox with its id range and the time range that covers.
+CREATE OR REPLACE VIEW postbox.outbox_partitions AS
+SELECT c.relname::text                                            AS partition,
+       b.lower_id,
+       b.upper_id,
+       postbox.uuid7_time(b.lower_id)                             AS lower_time,
+       postbox.uuid7_time(b.upper_id)                             AS upper_time,
+       pg_get_expr(c.relpartbound, c.oid) = 'DEFAULT'             AS is_default,
+       i.inhdetachpending                                         AS detach_pending
+  FROM pg_inherits i
+  JOIN pg_class c ON c.oid = i.inhrelid
+  CROSS JOIN LATERAL (
+        SELECT substring(pg_get_expr(c.relpartbound, c.oid) FROM $r$FROM \('([0-9a-f-]{36})'\)$r$)::uuid AS lower_id,
+               substring(pg_get_expr(c.relpartbound, c.oid) FROM $r$TO \('([0-9a-f-]{36})'\)$r$)::uuid   AS upper_id
+       ) b
+ WHERE i.inhparent = 'postbox.outbox'::regclass;
+
+-- Create the partitions covering [now rounded down to width, now + ahead), skipping any range an
+-- existing partition already overlaps (so runs with different widths coexist) and any range the
+-- default partition holds rows in (attaching it would fail; those rows age out of the default).
+-- Partitions are made standalone and then ATTACHed: ATTACH takes only SHARE UPDATE EXCLUSIVE on
+-- postbox.outbox, so concurrent emits are never blocked (CREATE TABLE ... PARTITION OF would
+-- take ACCESS EXCLUSIVE).
+CREATE OR REPLACE FUNCTION postbox.outbox_ensure_partitions(
+    width interval, ahead interval, at timestamptz DEFAULT clock_timestamp()
+) RETURNS SETOF text
+    LANGUAGE plpgsql
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    lo    timestamptz := date_bin(width, at, timestamptz '2000-01-01 00:00:00+00');
+    hi    timestamptz;
+    lo_id uuid;
+    hi_id uuid;
+    name  text;
+BEGIN
+    IF width < interval '1 minute' THEN
+        RAISE EXCEPTION 'partition width % is below one minute', width;
+    END IF;
+    WHILE lo < at + ahead LOOP
+        hi := lo + width;
+        lo_id := postbox.uuid7_bound(lo);
+        hi_id := postbox.uuid7_bound(hi);
+        name := 'outbox_p' || to_char(lo AT TIME ZONE 'UTC', 'YYYYMMDD"t"HH24MISS');
+        IF NOT EXISTS (SELECT FROM postbox.outbox_partitions p
+                        WHERE NOT p.is_default AND p.lower_id < hi_id AND p.upper_id > lo_id) THEN
+            BEGIN
+                EXECUTE format('CREATE TABLE postbox.%I (LIKE postbox.outbox INCLUDING DEFAULTS)', name);
+                EXECUTE format('ALTER TABLE postbox.outbox ATTACH PARTITION postbox.%I FOR VALUES FROM (%L) TO (%L)',
+                               name, lo_id, hi_id);
+                RETURN NEXT format('created partition postbox.%s for %s .. %s', name, lo, hi);
+            EXCEPTION WHEN check_violation THEN
+                RETURN NEXT format('skipped partition postbox.%s: the default partition holds rows in %s .. %s',
+                                   name, lo, hi);
+            END;
+        END IF;
+        lo := hi;
+    END LOOP;
+END
+$$;
+
+-- Delete up to batch rows older than older_than from the default partition; returns how many.
+-- By created_at, not id: the default partition is where ids that fit no range land, including
+-- ids that are not UUIDv7 at all.
+CREATE OR REPLACE FUNCTION postbox.outbox_purge_default(older_than timestamptz, batch integer)
+RETURNS bigint
+    LANGUAGE sql
+    SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH doomed AS (
+        SELECT ctid FROM postbox.outbox_default WHERE created_at < older_than LIMIT batch
+    ), gone AS (
+        DELETE FROM postbox.outbox_default d USING doomed WHERE d.ctid = doomed.ctid RETURNING 1
+    )
+    SELECT count(*) FROM gone
+$$;
+
+ALTER FUNCTION postbox.uuid7_bound(timestamptz) OWNER TO postbox_owner;
+ALTER FUNCTION postbox.uuid7_time(uuid) OWNER TO postbox_owner;
+ALTER VIEW postbox.outbox_partitions OWNER TO postbox_owner;
+ALTER FUNCTION postbox.outbox_ensure_partitions(interval, interval, timestamptz) OWNER TO postbox_owner;
+ALTER FUNCTION postbox.outbox_purge_default(timestamptz, integer) OWNER TO postbox_owner;
+REVOKE ALL ON FUNCTION postbox.outbox_ensure_partitions(interval, interval, timestamptz) FROM PUBLIC;
+REVOKE ALL ON FUNCTION postbox.outbox_purge_default(timestamptz, integer) FROM PUBLIC;
+REVOKE ALL ON postbox.outbox_partitions FROM PUBLIC;
+GRANT SELECT ON postbox.outbox_partitions TO postbox_maint;

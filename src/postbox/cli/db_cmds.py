@@ -1,0 +1,132 @@
+"""`postbox db`: set up the outbox in a database, and run its retention (from cron)."""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from postbox.cli.output import console, print_json
+from postbox.errors import ConfigError
+
+db_app = typer.Typer(help="The outbox in PostgreSQL: setup and retention.", no_args_is_help=True)
+
+ADMIN_ENV = "POSTBOX_ADMIN_DATABASE_URL"
+MAINT_ENV = "POSTBOX_MAINT_DATABASE_URL"
+#: The maintenance role on the local stack (like the app's default URL in settings.py).
+DEFAULT_MAINT_URL = "postgresql://postbox_maint:postbox_maint@127.0.0.1:5432/postbox"
+
+
+@db_app.command("init")
+def init(
+    admin_url: Optional[str] = typer.Option(None, "--admin-url", help=f"superuser or database-owner URL (env {ADMIN_ENV})"),
+    retention: Optional[str] = typer.Option(None, "--retention", help="partitions (default) or delete; sets the app's grants"),
+    width: str = typer.Option("1d", "--partition-width", help="time span of one outbox partition (m, h, d, w)"),
+    ahead: str = typer.Option("7d", "--ahead", help="create partitions this far ahead of now"),
+    as_json: bool = typer.Option(False, "--json", help="print what changed as JSON"),
+) -> int:
+    """Create or update roles, the outbox table, partitions, publication and grants (idempotent).
+
+    Passwords come from POSTBOX_APP_PASSWORD, POSTBOX_CDC_PASSWORD and POSTBOX_MAINT_PASSWORD;
+    an unset one leaves that role's password unchanged.
+    """
+    from postbox.db import PASSWORD_ENV, init_database
+    from postbox.outbox.retention import parse_duration
+
+    url = admin_url or os.environ.get(ADMIN_ENV)
+    if not url:
+        raise ConfigError("no admin database URL", fix=f"pass --admin-url or set {ADMIN_ENV}")
+    lines = init_database(
+        url,
+        app_password=os.environ.get(PASSWORD_ENV["postbox_app"]),
+        cdc_password=os.environ.get(PASSWORD_ENV["postbox_cdc"]),
+        maint_password=os.environ.get(PASSWORD_ENV["postbox_maint"]),
+        retention=retention,
+        partition_width=parse_duration(width),
+        partitions_ahead=parse_duration(ahead),
+    )
+    if as_json:
+        print_json({"changes": lines})
+    else:
+        for line in lines:
+            console.print(f"• {line}", highlight=False)
+    return 0
+
+
+@db_app.command("retention")
+def retention(
+    url: Optional[str] = typer.Option(None, "--url", help=f"postbox_maint URL (env {MAINT_ENV}; default: local stack)"),
+    keep: str = typer.Option("2d", "--keep", help="keep outbox rows at least this long (m, h, d, w)"),
+    width: str = typer.Option("1d", "--partition-width", help="time span of new partitions"),
+    ahead: str = typer.Option("7d", "--ahead", help="keep partitions this far ahead of now"),
+    lock_timeout: str = typer.Option("2s", "--lock-timeout", help="longest an emit may wait behind this run (e.g. 2s)"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="say what would be dropped; change nothing"),
+    as_json: bool = typer.Option(False, "--json", help="print the report as JSON"),
+) -> int:
+    """Drop expired outbox partitions, create upcoming ones, purge the default partition. Cron-safe."""
+    from datetime import timedelta
+
+    from postbox.outbox.retention import parse_duration, run_retention
+
+    if not (lock_timeout.endswith("s") and lock_timeout[:-1].isdigit() and int(lock_timeout[:-1]) > 0):
+        raise ConfigError(f"--lock-timeout {lock_timeout!r} is not a number of seconds", fix="e.g. --lock-timeout 2s")
+    report = run_retention(
+        url or os.environ.get(MAINT_ENV) or DEFAULT_MAINT_URL,
+        keep=parse_duration(keep),
+        width=parse_duration(width),
+        ahead=parse_duration(ahead),
+        lock_timeout=timedelta(seconds=int(lock_timeout[:-1])),
+        dry_run=dry_run,
+    )
+    if as_json:
+        print_json(report.as_dict())
+        return 0
+    if report.locked_out:
+        console.print("another retention run holds the lock; nothing done", highlight=False)
+        return 0
+    for line in report.created + report.dropped + report.skipped:
+        console.print(f"• {line}", highlight=False)
+    console.print(f"• purged {report.purged_default_rows} old row(s) from the default partition", highlight=False)
+    _print_partitions(report.partitions)
+    return 0
+
+
+@db_app.command("status")
+def status(
+    url: Optional[str] = typer.Option(None, "--url", help=f"postbox_maint URL (env {MAINT_ENV}; default: local stack)"),
+    as_json: bool = typer.Option(False, "--json", help="print the partitions as JSON"),
+) -> int:
+    """The outbox's partitions, their time ranges and sizes."""
+    import psycopg
+
+    from postbox.outbox.retention import _become_owner, list_partitions
+
+    with psycopg.connect(url or os.environ.get(MAINT_ENV) or DEFAULT_MAINT_URL, autocommit=True) as conn:
+        _become_owner(conn)
+        parts = list_partitions(conn)
+    if as_json:
+        print_json(parts)
+    else:
+        _print_partitions(parts)
+    return 0
+
+
+def _print_partitions(parts: list[dict]) -> None:
+    table = Table(title="postbox.outbox partitions")
+    for column in ("partition", "from", "to", "rows (est.)", "size"):
+        table.add_column(column)
+    for p in parts:
+        table.add_row(
+            p["partition"],
+            "default" if p["is_default"] else str(p["lower_time"]),
+            "" if p["is_default"] else str(p["upper_time"]),
+            str(p["estimated_rows"]),
+            f"{p['bytes'] // 1024} KiB",
+        )
+    console.print(table)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(db_app, name="db")

@@ -1,0 +1,87 @@
+"""`postbox schemas`: check compatibility of every event's versions; list schemas and fingerprints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from postbox.cli.output import console, print_json
+
+schemas_app = typer.Typer(help="Avro event schemas: compatibility check and listing.", no_args_is_help=True)
+
+DirOption = typer.Option(None, "--dir", help="schema folder (default: the project's schemas/)")
+
+
+def _folder(directory: Optional[Path]) -> Path:
+    if directory is not None:
+        return directory
+    from postbox.resources import schemas_dir
+
+    return schemas_dir()
+
+
+@schemas_app.command("check")
+def check(
+    directory: Optional[Path] = DirOption,
+    as_json: bool = typer.Option(False, "--json", help="print the report as JSON"),
+) -> int:
+    """Every schema parses; each version reads the previous one's data and the other way round."""
+    from postbox.schemas.compat import check_folder
+
+    report = check_folder(_folder(directory))
+    if as_json:
+        print_json(report.as_dict())
+    else:
+        for pair in report.pairs:
+            mark = "[green]ok[/]" if pair.ok else "[red]INCOMPATIBLE[/]"
+            console.print(f"{pair.event} v{pair.older} ↔ v{pair.newer}: {mark}", highlight=False)
+        for line in report.problems:
+            console.print(f"[red]✗[/] {line}", highlight=False, markup=True)
+        verdict = "[green]all compatible[/]" if report.ok else f"[red]{len(report.problems)} problem(s)[/]"
+        console.print(f"{len(report.schemas)} schema(s) in {report.directory}: {verdict}", highlight=False)
+    if not report.ok:
+        raise typer.Exit(1)
+    return 0
+
+
+@schemas_app.command("list")
+def list_schemas(
+    directory: Optional[Path] = DirOption,
+    as_json: bool = typer.Option(False, "--json", help="print the schemas as JSON"),
+) -> int:
+    """Every event schema with its version and CRC-64-AVRO fingerprint."""
+    from postbox.schemas.repository import SchemaRepository
+
+    folder = _folder(directory)
+    repo = SchemaRepository.load(folder)
+    rows = [
+        {
+            "aggregate_type": s.aggregate_type,
+            "event_type": s.event_type,
+            "version": s.version,
+            "latest": s is repo.get(s.aggregate_type, s.event_type),
+            "fingerprint": s.fingerprint_hex,
+            "topic": f"outbox.event.{s.aggregate_type}",
+            "fields": s.field_names,
+            "path": str(s.path),
+        }
+        for s in repo
+    ]
+    if as_json:
+        print_json(rows)
+        return 0
+    table = Table(title=f"event schemas in {folder}")
+    for column in ("aggregate", "event type", "version", "fingerprint", "fields"):
+        table.add_column(column)
+    for r in rows:
+        version = f"v{r['version']}" + (" (latest)" if r["latest"] else "")
+        table.add_row(r["aggregate_type"], r["event_type"], version, r["fingerprint"], ", ".join(r["fields"]))
+    console.print(table)
+    return 0
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(schemas_app, name="schemas")

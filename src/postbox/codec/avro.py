@@ -1,0 +1,174 @@
+"""Avro single-object encoding of event payloads, with the writer schema named by fingerprint.
+
+Bytes on the wire: ``C3 01`` (the marker), the writer schema's CRC-64-AVRO fingerprint as 8
+little-endian bytes, then the Avro binary body. A reader looks the fingerprint up in the schema
+repository to get the writer schema and resolves the body into its own (reader) schema, so a
+consumer on v2 reads v1 events (defaults fill the new fields) and one on v1 reads v2 events (new
+fields are skipped), as far as the evolution allows.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from fastavro import schemaless_reader, schemaless_writer
+
+from postbox.codec.validate import Invalid, validate
+from postbox.errors import DecodeError, PayloadError
+from postbox.schemas.repository import EventSchema, SchemaRepository
+
+MARKER = b"\xc3\x01"
+HEADER_LEN = len(MARKER) + 8
+
+
+@dataclass(frozen=True)
+class DecodedEvent:
+    """A payload read back from bytes, with where its schema came from."""
+
+    payload: dict[str, Any]
+    event_type: str | None
+    aggregate_type: str | None
+    encoding: str  # "avro" or "json"
+    writer_version: int | None = None
+    reader_version: int | None = None
+    fingerprint: str | None = None  # hex of the 8 fingerprint bytes (avro only)
+
+
+def is_single_object(value: bytes) -> bool:
+    """True if ``value`` starts with the Avro single-object marker."""
+    return value[:2] == MARKER
+
+
+def split_single_object(value: bytes) -> tuple[bytes, memoryview]:
+    """(fingerprint bytes, body) of a single-object-encoded value; DecodeError if it is not one."""
+    if len(value) < HEADER_LEN or value[:2] != MARKER:
+        head = bytes(value[:4]).hex() or "empty"
+        raise DecodeError(
+            f"not Avro single-object encoding: {len(value)} bytes starting {head} (expected c301 + 8-byte fingerprint)",
+            fix="check the producer; stock-Debezium JSON outboxes must be read with the JSON codec",
+        )
+    view = memoryview(value)
+    return bytes(view[2:HEADER_LEN]), view[HEADER_LEN:]
+
+
+class AvroCodec:
+    """Encode and decode payloads against one schema repository."""
+
+    def __init__(self, repository: SchemaRepository | None = None) -> None:
+        self.repository = repository if repository is not None else SchemaRepository.default()
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def schema_for(self, aggregate_type: str, event_type: str, version: int | None = None) -> EventSchema:
+        """The writer schema emit uses: the latest version unless one is pinned."""
+        return self.repository.get(aggregate_type, event_type, version)
+
+    def encode(
+        self, aggregate_type: str, event_type: str, payload: Mapping[str, Any], version: int | None = None
+    ) -> bytes:
+        """Validate ``payload`` and return its single-object encoding. PayloadError names the misfit."""
+        return self.encode_with(self.schema_for(aggregate_type, event_type, version), payload)
+
+    def encode_with(self, schema: EventSchema, payload: Mapping[str, Any]) -> bytes:
+        try:
+            validate(schema.parsed, schema.names, payload)
+        except Invalid as exc:
+            raise _payload_error(schema, exc) from None
+        buf = io.BytesIO()
+        buf.write(MARKER)
+        buf.write(schema.fingerprint)
+        try:
+            schemaless_writer(buf, schema.parsed, payload)
+        except Exception as exc:  # validation should have caught it; never let bad bytes out
+            raise PayloadError(
+                f"{schema.label}: payload does not encode: {exc}", event_type=schema.event_type
+            ) from exc
+        return buf.getvalue()
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def writer_schema(self, value: bytes) -> EventSchema:
+        """The schema a value was written with, found by its fingerprint."""
+        fp, _ = split_single_object(value)
+        schema = self.repository.by_fingerprint(fp)
+        if schema is None:
+            raise DecodeError(
+                f"unknown writer schema: fingerprint {fp.hex()} is not in the schema repository",
+                fix="deploy the producer's schemas/ to this consumer (`postbox schemas list` shows known fingerprints)",
+            )
+        return schema
+
+    def decode(
+        self,
+        value: bytes,
+        *,
+        reader: EventSchema | None = None,
+        reader_version: int | None = None,
+        event_type: str | None = None,
+    ) -> DecodedEvent:
+        """Decode ``value`` into the reader schema.
+
+        The reader schema is ``reader`` if given, else version ``reader_version`` of the writer's
+        event, else that event's latest version. ``event_type`` (from the Kafka header) is
+        checked against the writer schema's, so a mislabelled record is caught, not misread.
+        """
+        fp, body = split_single_object(value)
+        writer = self.repository.by_fingerprint(fp)
+        if writer is None:
+            label = f" ({event_type})" if event_type else ""
+            raise DecodeError(
+                f"unknown writer schema{label}: fingerprint {fp.hex()} is not in the schema repository",
+                fix="deploy the producer's schemas/ to this consumer (`postbox schemas list` shows known fingerprints)",
+            )
+        if event_type is not None and event_type != writer.event_type:
+            raise DecodeError(
+                f"header says event type {event_type!r} but the payload was written as {writer.label} (fingerprint {fp.hex()})"
+            )
+        if reader is None:
+            reader = self.repository.get(writer.aggregate_type, writer.event_type, reader_version)
+        buf = io.BytesIO(body)
+        try:
+            if reader.fingerprint == writer.fingerprint:
+                payload = schemaless_reader(buf, writer.parsed, None)
+            else:
+                payload = schemaless_reader(buf, writer.parsed, reader.parsed)
+        except Exception as exc:
+            raise DecodeError(
+                f"{writer.label} payload ({len(body)} bytes) cannot be read as {reader.label}: {type(exc).__name__}: {exc}"
+            ) from exc
+        if buf.tell() != len(body):
+            raise DecodeError(f"{writer.label} payload has {len(body) - buf.tell()} trailing bytes: corrupt or mislabelled")
+        return DecodedEvent(
+            payload=payload,  # type: ignore[arg-type]
+            event_type=writer.event_type,
+            aggregate_type=writer.aggregate_type,
+            encoding="avro",
+            writer_version=writer.version,
+            reader_version=reader.version,
+            fingerprint=fp.hex(),
+        )
+
+
+def _payload_error(schema: EventSchema, exc: Invalid) -> PayloadError:
+    field = exc.path or None
+    if field is None:
+        message = f"{schema.label}: payload {exc.problem}"
+    elif exc.problem.startswith(("is ", "has ")):
+        shown = "" if exc.problem.startswith("is missing") else f" = {_short(exc.value)}"
+        message = f"{schema.label}: field {field!r}{shown} {exc.problem}"
+    else:
+        message = f"{schema.label}: field {field!r} = {_short(exc.value)}: {exc.problem}"
+    return PayloadError(
+        message,
+        event_type=schema.event_type,
+        field=field,
+        value=exc.value,
+        fix=f"fields of {schema.event_type}: see {schema.path}" if schema.path else None,
+    )
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -1,0 +1,57 @@
+"""The headers the Outbox Event Router puts on each Kafka record, parsed.
+
+The router copies outbox columns into headers: ``id``, ``event_type``, ``aggregate_type``,
+``created_at`` and ``traceparent``. Depending on the header converter a string header arrives as
+plain UTF-8 (``SimpleHeaderConverter``) or as a JSON string with quotes (``JsonConverter``);
+both are accepted.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Union
+
+HeaderInput = Union[Iterable[tuple[str, "bytes | str | None"]], Mapping[str, "bytes | str | None"], None]
+
+
+@dataclass(frozen=True)
+class EventHeaders:
+    """The outbox metadata of one Kafka record (None where a header is absent)."""
+
+    event_id: str | None = None
+    event_type: str | None = None
+    aggregate_type: str | None = None
+    created_at: str | None = None
+    traceparent: str | None = None
+
+    @classmethod
+    def parse(cls, headers: HeaderInput) -> "EventHeaders":
+        """From confluent-kafka's ``msg.headers()`` (list of (key, bytes)) or a dict."""
+        if headers is None:
+            return cls()
+        items = headers.items() if isinstance(headers, Mapping) else headers
+        values: dict[str, str] = {}
+        for key, raw in items:
+            if raw is None:
+                continue
+            values[key] = _text(raw)
+        return cls(
+            event_id=values.get("id"),
+            event_type=values.get("event_type") or values.get("eventType"),
+            aggregate_type=values.get("aggregate_type"),
+            created_at=values.get("created_at"),
+            traceparent=values.get("traceparent"),
+        )
+
+
+def _text(raw: bytes | str) -> str:
+    text = raw.decode("utf-8", errors="replace") if isinstance(raw, (bytes, bytearray)) else str(raw)
+    if len(text) >= 2 and text[0] == '"' and text[-1] == '"':
+        try:
+            decoded = json.loads(text)
+        except json.JSONDecodeError:
+            return text
+        if isinstance(decoded, str):
+            return decoded
+    return text

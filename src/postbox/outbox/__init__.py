@@ -1,0 +1,99 @@
+"""The outbox writer: emit events inside the application's own database transaction.
+
+Typical use, in a transaction the application already holds::
+
+    from postbox import outbox
+
+    with conn.transaction():
+        conn.execute("INSERT INTO orders ...", (...))
+        outbox.emit(conn, "order", order_id, "OrderPlaced", {...})
+
+or, when the code has no transaction of its own::
+
+    with outbox.transaction() as tx:          # connection from POSTBOX_DATABASE_URL
+        tx.execute("INSERT INTO orders ...", (...))
+        tx.emit("order", order_id, "OrderPlaced", {...})
+
+The module-level functions use one shared :class:`Outbox` (the project's schemas, the retention
+policy from ``POSTBOX_OUTBOX_RETENTION``); build your own Outbox/AsyncOutbox to choose otherwise.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+
+from postbox.outbox.aio import AsyncOutbox, AsyncOutboxTransaction
+from postbox.outbox.policy import Retention
+from postbox.outbox.rows import EmittedEvent, Event
+from postbox.outbox.trace import current_traceparent, trace_context, validate_traceparent
+from postbox.outbox.uuid7 import uuid7, uuid7_datetime
+from postbox.outbox.writer import Outbox, OutboxTransaction
+
+__all__ = [
+    "AsyncOutbox",
+    "AsyncOutboxTransaction",
+    "EmittedEvent",
+    "Event",
+    "Outbox",
+    "OutboxTransaction",
+    "Retention",
+    "current_traceparent",
+    "default_outbox",
+    "emit",
+    "emit_many",
+    "trace_context",
+    "transaction",
+    "uuid7",
+    "uuid7_datetime",
+    "validate_traceparent",
+]
+
+_default: Outbox | None = None
+_local = threading.local()
+_lock = threading.Lock()
+
+
+def default_outbox() -> Outbox:
+    """The shared Outbox behind the module-level functions."""
+    global _default
+    with _lock:
+        if _default is None:
+            _default = Outbox()
+        return _default
+
+
+def emit(
+    conn: psycopg.Connection[Any],
+    aggregate_type: str,
+    aggregate_id: str | int | uuid.UUID,
+    event_type: str,
+    payload: Mapping[str, Any],
+    **kwargs: Any,
+) -> EmittedEvent:
+    """Emit one event in ``conn``'s transaction (see :meth:`Outbox.emit`)."""
+    return default_outbox().emit(conn, aggregate_type, aggregate_id, event_type, payload, **kwargs)
+
+
+def emit_many(conn: psycopg.Connection[Any], events: Iterable[Event]) -> list[EmittedEvent]:
+    """Emit many events in ``conn``'s transaction (see :meth:`Outbox.emit_many`)."""
+    return default_outbox().emit_many(conn, events)
+
+
+@contextmanager
+def transaction(conn: psycopg.Connection[Any] | None = None, *, pipeline: bool = True) -> Iterator[OutboxTransaction]:
+    """A unit of work; without ``conn``, on a per-thread connection to POSTBOX_DATABASE_URL."""
+    if conn is None:
+        own = getattr(_local, "outbox", None)
+        if own is None:
+            own = _local.outbox = Outbox(codec=default_outbox().rows._codec, retention=default_outbox().retention)
+        with own.transaction(pipeline=pipeline) as tx:
+            yield tx
+    else:
+        with default_outbox().transaction(conn, pipeline=pipeline) as tx:
+            yield tx

@@ -1,0 +1,135 @@
+"""Turning an emit call into an outbox row: everything that happens before any SQL is sent.
+
+Kept apart from the sync and async writers so both share it exactly: resolve the schema, validate
+and encode the payload, make the UUIDv7 id, capture the traceparent. Any problem raises here,
+so the caller's transaction has not been touched and stays usable.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any, Mapping
+
+from postbox.codec.avro import AvroCodec
+from postbox.codec.json_codec import JsonCodec
+from postbox.errors import PayloadError
+from postbox.outbox.trace import resolve_traceparent
+from postbox.outbox.uuid7 import uuid7
+
+
+def _sql(name: str) -> str:
+    """A statement from ``outbox/sql/`` without its comment lines (they would ride every Parse)."""
+    text = resources.files("postbox.outbox").joinpath("sql").joinpath(name).read_text(encoding="utf-8")
+    return " ".join(line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("--"))
+
+
+INSERT_SQL = _sql("insert.sql")
+DELETE_SQL = _sql("delete.sql")
+
+
+@dataclass(frozen=True)
+class Event:
+    """One event to emit (for batch emit)."""
+
+    aggregate_type: str
+    aggregate_id: str
+    event_type: str
+    payload: Mapping[str, Any]
+    version: int | None = None
+    traceparent: str | None = None
+
+
+@dataclass(frozen=True)
+class EmittedEvent:
+    """What was written: the event id (the Kafka ``id`` header) and where the event will go."""
+
+    id: uuid.UUID
+    aggregate_type: str
+    aggregate_id: str
+    event_type: str
+    schema_version: int | None
+    traceparent: str | None
+
+    @property
+    def topic(self) -> str:
+        """The Kafka topic the Outbox Event Router routes this event to."""
+        return f"outbox.event.{self.aggregate_type}"
+
+
+@dataclass(frozen=True)
+class PreparedRow:
+    event: EmittedEvent
+    params: tuple[Any, ...]
+
+
+class RowFactory:
+    """Validates, encodes and stamps events; ``encoding`` is "avro" (default) or "json"."""
+
+    def __init__(self, codec: AvroCodec | None = None, *, encoding: str = "avro") -> None:
+        if encoding not in ("avro", "json"):
+            raise ValueError(f"encoding must be 'avro' or 'json', not {encoding!r}")
+        self.encoding = encoding
+        self._codec = codec
+        self._json = JsonCodec()
+
+    @property
+    def codec(self) -> AvroCodec:
+        if self._codec is None:
+            self._codec = AvroCodec()
+        return self._codec
+
+    def prepare(
+        self,
+        aggregate_type: str,
+        aggregate_id: str | int | uuid.UUID,
+        event_type: str,
+        payload: Mapping[str, Any],
+        *,
+        version: int | None = None,
+        traceparent: str | None = None,
+        event_id: uuid.UUID | None = None,
+    ) -> PreparedRow:
+        if isinstance(aggregate_id, (int, uuid.UUID)) and not isinstance(aggregate_id, bool):
+            aggregate_id = str(aggregate_id)
+        if not isinstance(aggregate_id, str) or not aggregate_id:
+            raise PayloadError(
+                f"{aggregate_type}/{event_type}: aggregate_id {aggregate_id!r} must be a non-empty string (it is the Kafka key)",
+                event_type=event_type,
+                field="aggregate_id",
+                value=aggregate_id,
+            )
+        if self.encoding == "avro":
+            schema = self.codec.schema_for(aggregate_type, event_type, version)
+            body = self.codec.encode_with(schema, payload)
+            schema_version: int | None = schema.version
+        else:
+            if not isinstance(payload, Mapping):
+                raise PayloadError(
+                    f"{event_type}: payload must be a mapping, got {type(payload).__name__}",
+                    event_type=event_type,
+                    value=payload,
+                )
+            body = self._json.encode(payload)
+            schema_version = None
+        trace = resolve_traceparent(traceparent)
+        event = EmittedEvent(
+            id=event_id if event_id is not None else uuid7(),
+            aggregate_type=aggregate_type,
+            aggregate_id=aggregate_id,
+            event_type=event_type,
+            schema_version=schema_version,
+            traceparent=trace,
+        )
+        return PreparedRow(event, (event.id, aggregate_type, aggregate_id, event_type, body, trace))
+
+    def prepare_event(self, event: Event) -> PreparedRow:
+        return self.prepare(
+            event.aggregate_type,
+            event.aggregate_id,
+            event.event_type,
+            event.payload,
+            version=event.version,
+            traceparent=event.traceparent,
+        )

@@ -1,0 +1,17 @@
+"""Event schemas: the repository of `.avsc` files, their fingerprints and their compatibility."""
+
+from postbox.schemas.compat import CompatibilityReport, check_folder, check_pair
+from postbox.schemas.fingerprint import canonical_form, fingerprint, rabin64
+from postbox.schemas.repository import EventSchema, SchemaRepository, scan
+
+__all__ = [
+    "CompatibilityReport",
+    "EventSchema",
+    "SchemaRepository",
+    "canonical_form",
+    "check_folder",
+    "check_pair",
+    "fingerprint",
+    "rabin64",
+    "scan",
+]
