@@ -1,0 +1,377 @@
+"""The effects builder: what one event changes in Redis, described as data.
+
+A handler receives an :class:`Effects` and calls its methods; nothing touches Redis until the
+engine applies the whole description in one Lua call, exactly once per consumer group and all or
+nothing::
+
+    def on_order_paid(event, fx):
+        k = aggregate_keys("order", event.aggregate_id)
+        fx.hset(k("state"), {"status": "paid", "paid_at": event.payload["at"]})
+        fx.hincrby(k("totals"), "paid_cents", event.payload["cents"])
+        fx.xadd(k("history"), {"type": event.event_type}, maxlen=1000)
+
+Keys, fields and values may be ``str`` (sent as UTF-8) or ``bytes`` (sent verbatim, NUL bytes
+included); numbers are sent as their decimal text. Every value travels to Redis as a script
+argument, never as part of the script's source, so no value can change what the script does.
+``bool``, ``None`` and structures are refused (serialize them yourself, e.g. ``json.dumps``).
+
+Variadic commands with more than :data:`MAX_ITEMS` items are split into several commands of the
+same kind (same effect, and the script's stack stays small); failure reports count the split
+commands (see :attr:`Effects.commands`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from decimal import Decimal
+from typing import Union
+
+from postbox.errors import InvalidEffectError
+
+Key = Union[str, bytes]
+Value = Union[str, bytes, int, float, Decimal]
+
+#: Items (fields, members, values) per command; larger calls are split into several commands.
+MAX_ITEMS = 1000
+#: Commands per event: beyond this the event is refused (it would hold Redis for too long).
+MAX_COMMANDS = 10_000
+_INT64 = (-(2**63), 2**63 - 1)
+_FUNCTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
+
+
+@dataclass(frozen=True, slots=True)
+class EffectCommand:
+    """One command of an effect: ``op`` (the script's name for it), its keys and its arguments."""
+
+    op: str
+    keys: tuple[bytes, ...]
+    args: tuple[bytes, ...]
+
+    def describe(self) -> str:
+        """``HSET '{order:1}:state' (4 args)`` — for logs and error messages (no values)."""
+        name = self.args[0].decode("utf-8", "replace") if self.op == "call" else self.op.upper()
+        keys = " ".join(repr(k.decode("utf-8", "backslashreplace")) for k in self.keys)
+        return f"{name} {keys} ({len(self.args)} args)".replace("  ", " ")
+
+
+class Effects:
+    """The Redis changes one event makes. Methods return ``self`` so calls can be chained."""
+
+    __slots__ = ("_commands",)
+
+    def __init__(self) -> None:
+        self._commands: list[EffectCommand] = []
+
+    # -- inspection ---------------------------------------------------------------------------
+
+    @property
+    def commands(self) -> tuple[EffectCommand, ...]:
+        """The commands in the order they run; a failure's ``command_index`` points in here."""
+        return tuple(self._commands)
+
+    def keys(self) -> list[bytes]:
+        """Every key the effects touch, first use first, each once."""
+        return list(dict.fromkeys(k for c in self._commands for k in c.keys))
+
+    def __len__(self) -> int:
+        return len(self._commands)
+
+    def __repr__(self) -> str:
+        return f"Effects({'; '.join(c.describe() for c in self._commands)})"
+
+    # -- hashes -------------------------------------------------------------------------------
+
+    def hset(self, key: Key, field_or_mapping: Key | Mapping[Key, Value], value: Value | None = None) -> "Effects":
+        """HSET: ``hset(key, {field: value, ...})`` or ``hset(key, field, value)``.
+
+        Undo: previous values of the named fields are put back, new fields removed."""
+        if isinstance(field_or_mapping, Mapping):
+            if value is not None:
+                raise InvalidEffectError("hset(key, mapping) takes no third argument")
+            items = list(field_or_mapping.items())
+        else:
+            if value is None:
+                raise InvalidEffectError("hset(key, field, value): value is missing (None is not a Redis value)")
+            items = [(field_or_mapping, value)]
+        if not items:
+            raise InvalidEffectError("hset: the mapping is empty (nothing to set)")
+        k = _key(key, "hset")
+        flat = [b for f, v in items for b in (_bytes(f, "hset field"), _value(v, "hset value"))]
+        for chunk in _chunks(flat, MAX_ITEMS - MAX_ITEMS % 2):
+            self._add("hset", (k,), chunk)
+        return self
+
+    def hincrby(self, key: Key, field: Key, amount: int = 1) -> "Effects":
+        """HINCRBY by a 64-bit integer. Undo: the field's previous value (or its absence)."""
+        self._add("hincrby", (_key(key, "hincrby"),), [_bytes(field, "hincrby field"), _int(amount, "hincrby amount")])
+        return self
+
+    def hdel(self, key: Key, *fields: Key) -> "Effects":
+        """HDEL. Undo: the removed fields come back, and the key's TTL if deleting emptied it."""
+        k = _key(key, "hdel")
+        for chunk in _chunks(_nonempty([_bytes(f, "hdel field") for f in fields], "hdel"), MAX_ITEMS):
+            self._add("hdel", (k,), chunk)
+        return self
+
+    # -- strings ------------------------------------------------------------------------------
+
+    def set(
+        self,
+        key: Key,
+        value: Value,
+        *,
+        ex: int | timedelta | None = None,
+        px: int | timedelta | None = None,
+        nx: bool = False,
+        xx: bool = False,
+        keepttl: bool = False,
+    ) -> "Effects":
+        """SET with EX/PX (seconds/ms, or a timedelta), NX/XX, KEEPTTL.
+
+        Undo: a DUMP of the key taken first (SET replaces a key of any type)."""
+        args = [_value(value, "set value")]
+        if sum(x is not None for x in (ex, px)) + keepttl > 1:
+            raise InvalidEffectError("set: ex, px and keepttl exclude each other")
+        if nx and xx:
+            raise InvalidEffectError("set: nx and xx exclude each other")
+        if ex is not None:
+            args += [b"PX", _positive_ms(ex, "set ex", seconds=True)]
+        if px is not None:
+            args += [b"PX", _positive_ms(px, "set px", seconds=False)]
+        if keepttl:
+            args.append(b"KEEPTTL")
+        if nx:
+            args.append(b"NX")
+        if xx:
+            args.append(b"XX")
+        self._add("set", (_key(key, "set"),), args)
+        return self
+
+    def incrby(self, key: Key, amount: int = 1) -> "Effects":
+        """INCRBY by a 64-bit integer (TTL kept). Undo: the previous value (or its absence)."""
+        self._add("incrby", (_key(key, "incrby"),), [_int(amount, "incrby amount")])
+        return self
+
+    # -- sets ---------------------------------------------------------------------------------
+
+    def sadd(self, key: Key, *members: Value) -> "Effects":
+        """SADD. Undo: SREM of only the members this command added."""
+        k = _key(key, "sadd")
+        for chunk in _chunks(_nonempty([_value(m, "sadd member") for m in members], "sadd"), MAX_ITEMS):
+            self._add("sadd", (k,), chunk)
+        return self
+
+    def srem(self, key: Key, *members: Value) -> "Effects":
+        """SREM. Undo: SADD of only the members this command removed (and the TTL)."""
+        k = _key(key, "srem")
+        for chunk in _chunks(_nonempty([_value(m, "srem member") for m in members], "srem"), MAX_ITEMS):
+            self._add("srem", (k,), chunk)
+        return self
+
+    # -- sorted sets --------------------------------------------------------------------------
+
+    def zadd(
+        self,
+        key: Key,
+        mapping: Mapping[Value, float | int | Decimal],
+        *,
+        nx: bool = False,
+        xx: bool = False,
+        gt: bool = False,
+        lt: bool = False,
+        ch: bool = False,
+    ) -> "Effects":
+        """ZADD ``{member: score}`` with NX/XX/GT/LT/CH. Undo: previous scores back, new members out."""
+        if not mapping:
+            raise InvalidEffectError("zadd: the mapping is empty (nothing to add)")
+        if nx and (xx or gt or lt):
+            raise InvalidEffectError("zadd: nx excludes xx, gt and lt")
+        if gt and lt:
+            raise InvalidEffectError("zadd: gt and lt exclude each other")
+        options = [name for name, on in ((b"NX", nx), (b"XX", xx), (b"GT", gt), (b"LT", lt), (b"CH", ch)) if on]
+        k = _key(key, "zadd")
+        flat = [b for m, s in mapping.items() for b in (_score(s, "zadd score"), _value(m, "zadd member"))]
+        for chunk in _chunks(flat, MAX_ITEMS - MAX_ITEMS % 2):
+            self._add("zadd", (k,), [str(len(options)).encode(), *options, *chunk])
+        return self
+
+    def zincrby(self, key: Key, amount: float | int | Decimal, member: Value) -> "Effects":
+        """ZINCRBY. Undo: the member's previous score (or its absence)."""
+        self._add("zincrby", (_key(key, "zincrby"),), [_score(amount, "zincrby amount"), _value(member, "zincrby member")])
+        return self
+
+    def zrem(self, key: Key, *members: Value) -> "Effects":
+        """ZREM. Undo: removed members back with their scores (and the TTL)."""
+        k = _key(key, "zrem")
+        for chunk in _chunks(_nonempty([_value(m, "zrem member") for m in members], "zrem"), MAX_ITEMS):
+            self._add("zrem", (k,), chunk)
+        return self
+
+    # -- lists and streams --------------------------------------------------------------------
+
+    def lpush(self, key: Key, *values: Value) -> "Effects":
+        """LPUSH. Undo: LPOP as many values."""
+        k = _key(key, "lpush")
+        for chunk in _chunks(_nonempty([_value(v, "lpush value") for v in values], "lpush"), MAX_ITEMS):
+            self._add("lpush", (k,), chunk)
+        return self
+
+    def rpush(self, key: Key, *values: Value) -> "Effects":
+        """RPUSH. Undo: RPOP as many values."""
+        k = _key(key, "rpush")
+        for chunk in _chunks(_nonempty([_value(v, "rpush value") for v in values], "rpush"), MAX_ITEMS):
+            self._add("rpush", (k,), chunk)
+        return self
+
+    def xadd(self, key: Key, fields: Mapping[Key, Value], *, maxlen: int | None = None, id: str = "*") -> "Effects":
+        """XADD an entry (id ``*`` = server time). ``maxlen`` caps the stream approximately
+        (MAXLEN ~): the trim runs only once every command of the event has succeeded, because
+        trimmed entries could not be put back. Undo: XDEL of the entry and XSETID to the stream's
+        previous id counters (or DEL if the stream did not exist)."""
+        if not fields:
+            raise InvalidEffectError("xadd: fields are empty (a stream entry needs at least one field)")
+        flat = [b for f, v in fields.items() for b in (_bytes(f, "xadd field"), _value(v, "xadd value"))]
+        if len(flat) > MAX_ITEMS:
+            raise InvalidEffectError(f"xadd: {len(flat) // 2} fields in one entry; at most {MAX_ITEMS // 2}")
+        cap = b"" if maxlen is None else _count(maxlen, "xadd maxlen")
+        self._add("xadd", (_key(key, "xadd"),), [cap, _bytes(id, "xadd id"), *flat])
+        return self
+
+    # -- keys ---------------------------------------------------------------------------------
+
+    def expire(self, key: Key, ttl: int | float | timedelta) -> "Effects":
+        """Set a TTL (seconds, or a timedelta; sent as PEXPIRE ms). Must be positive: use
+        :meth:`delete` to remove a key. Undo: the previous TTL (or none)."""
+        self._add("pexpire", (_key(key, "expire"),), [_positive_ms(ttl, "expire ttl", seconds=True)])
+        return self
+
+    def delete(self, *keys: Key) -> "Effects":
+        """DEL. Undo: a DUMP of each key taken first (costly for big keys)."""
+        ks = _nonempty([_key(k, "delete") for k in keys], "delete")
+        for chunk in _chunks(ks, MAX_ITEMS):
+            self._add("del", tuple(chunk), [])
+        return self
+
+    # -- user effect functions ----------------------------------------------------------------
+
+    def call(self, function: str, keys: Sequence[Key] = (), args: Sequence[Value] = ()) -> "Effects":
+        """Run the user effect function ``consumers/lua/<function>.lua`` with ``KEYS``/``ARGV``.
+
+        The function runs inside the same script call as the other effects. Every key it touches
+        must be in ``keys`` (they are snapshotted with DUMP first so a failure can be undone, and on
+        Redis Cluster they decide the slot). It fails by raising an error (``redis.call`` failing,
+        ``error(...)``) or returning ``redis.error_reply(...)``."""
+        if not isinstance(function, str) or not _FUNCTION_NAME.match(function):
+            raise InvalidEffectError(
+                f"call: {function!r} is not an effect function name",
+                fix="name the file consumers/lua/<name>.lua with letters, digits and '_' (not starting with a digit)",
+            )
+        if isinstance(keys, (str, bytes)) or isinstance(args, (str, bytes)):
+            raise InvalidEffectError("call: keys and args are sequences (wrap a single key in a list)")
+        ks = tuple(_key(k, "call key") for k in keys)
+        vs = [_value(a, "call arg") for a in args]
+        if len(ks) + len(vs) > MAX_ITEMS:
+            raise InvalidEffectError(f"call {function}: {len(ks) + len(vs)} keys and args; at most {MAX_ITEMS}")
+        self._add("call", ks, [function.encode(), *vs])
+        return self
+
+    def _add(self, op: str, keys: tuple[bytes, ...], args: Iterable[bytes]) -> None:
+        if len(self._commands) >= MAX_COMMANDS:
+            raise InvalidEffectError(
+                f"more than {MAX_COMMANDS} commands in one event's effects",
+                fix="split the work over several events, or use a user effect function (fx.call)",
+            )
+        self._commands.append(EffectCommand(op, keys, tuple(args)))
+
+
+# -- encoding ---------------------------------------------------------------------------------
+
+
+def _bytes(value: object, what: str) -> bytes:
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        try:
+            return value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidEffectError(f"{what}: {value!r} is not valid UTF-8 text ({exc.reason}); pass bytes") from None
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    raise InvalidEffectError(f"{what}: expected str or bytes, got {type(value).__name__} ({value!r:.60})")
+
+
+def _key(value: object, what: str) -> bytes:
+    key = _bytes(value, f"{what} key")
+    return key
+
+
+def _value(value: object, what: str) -> bytes:
+    if isinstance(value, (bytes, str, bytearray, memoryview)):
+        return _bytes(value, what)
+    if isinstance(value, bool):
+        raise InvalidEffectError(f"{what}: {value!r} is ambiguous in Redis; pass 1/0 or 'true'/'false'")
+    if isinstance(value, int):
+        return str(value).encode()
+    if isinstance(value, (float, Decimal)):
+        if not math.isfinite(value):
+            raise InvalidEffectError(f"{what}: {value!r} is not a finite number")
+        return (repr(value) if isinstance(value, float) else str(value)).encode()
+    raise InvalidEffectError(
+        f"{what}: {type(value).__name__} is not a Redis value ({value!r:.60})",
+        fix="pass str, bytes, int or float; serialize structures yourself (e.g. json.dumps)",
+    )
+
+
+def _int(value: object, what: str) -> bytes:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidEffectError(f"{what}: expected an int, got {type(value).__name__} ({value!r:.60})")
+    if not _INT64[0] <= value <= _INT64[1]:
+        raise InvalidEffectError(f"{what}: {value} does not fit a signed 64-bit integer")
+    return str(value).encode()
+
+
+def _count(value: object, what: str) -> bytes:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidEffectError(f"{what}: expected a non-negative int, got {value!r:.60}")
+    return str(value).encode()
+
+
+def _score(value: object, what: str) -> bytes:
+    if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)):
+        raise InvalidEffectError(f"{what}: expected a number, got {type(value).__name__} ({value!r:.60})")
+    if isinstance(value, float):
+        if math.isnan(value):
+            raise InvalidEffectError(f"{what}: NaN is not a score")
+        return b"+inf" if value == math.inf else b"-inf" if value == -math.inf else repr(value).encode()
+    if isinstance(value, Decimal) and not value.is_finite():
+        raise InvalidEffectError(f"{what}: {value} is not a finite score")
+    return str(value).encode()
+
+
+def _positive_ms(value: object, what: str, *, seconds: bool) -> bytes:
+    if isinstance(value, timedelta):
+        ms = value / timedelta(milliseconds=1)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        ms = value * 1000 if seconds else value
+    else:
+        raise InvalidEffectError(f"{what}: expected {'seconds' if seconds else 'milliseconds'} or a timedelta, got {value!r:.60}")
+    if not math.isfinite(ms) or round(ms) < 1:
+        raise InvalidEffectError(f"{what}: {value!r} is not a positive duration (use delete() to remove a key)")
+    if round(ms) > _INT64[1] // 2:
+        raise InvalidEffectError(f"{what}: {value!r} is too long")
+    return str(round(ms)).encode()
+
+
+def _nonempty(items: list[bytes], what: str) -> list[bytes]:
+    if not items:
+        raise InvalidEffectError(f"{what}: nothing given (at least one item)")
+    return items
+
+
+def _chunks(items: list[bytes], size: int) -> Iterable[list[bytes]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]

@@ -1,0 +1,102 @@
+"""Is an acknowledged apply durable? The consumer runtime commits Kafka offsets only after it is.
+
+Redis replies to a write before or after writing it to disk depending on configuration:
+
+- ``appendonly yes`` + ``appendfsync always``: the AOF is fsynced before any reply leaves the
+  server, so an acknowledged apply survives a crash. → ``method="appendfsync-always"``.
+- ``appendonly yes`` and the server has ``WAITAOF`` (Redis 7.2+): the engine sends
+  ``WAITAOF 1 0 <timeout>`` right after its script calls on the same connection and treats an
+  unconfirmed reply as a transient error. → ``method="waitaof"``.
+- otherwise (AOF off, or ``everysec``/``no`` on a server without WAITAOF, or CONFIG refused): up
+  to about a second of acknowledged applies (or everything since the last RDB save) can be lost in
+  a crash, and with them the dedupe markers, so redelivered events would apply twice.
+  → ``durable=False``; the runtime warns.
+
+WAITAOF is detected by asking the server (``WAITAOF 0 0 0``), not by version number. Replication is not
+considered: surviving a failover to a replica needs ``WAIT``/``WAITAOF`` with replicas, which is
+out of this module's scope.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import redis
+
+Method = Literal["appendfsync-always", "waitaof", "none"]
+
+
+@dataclass(frozen=True)
+class Durability:
+    """What makes an acknowledged apply durable on a server (or on all primaries of a cluster)."""
+
+    durable: bool
+    method: Method
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{'durable' if self.durable else 'NOT durable'} ({self.method}): {self.reason}"
+
+
+def check_durability(client: "redis.Redis | redis.RedisCluster") -> Durability:
+    """Inspect the server(s) behind ``client``; on a cluster every primary must be durable."""
+    if isinstance(client, redis.RedisCluster):
+        nodes = client.get_primaries()
+        verdicts = [(n.name, check_server(client.get_redis_connection(n))) for n in nodes]
+        for name, verdict in verdicts:
+            if not verdict.durable:
+                return Durability(False, "none", f"{name}: {verdict.reason}")
+        methods = {v.method for _, v in verdicts}
+        method: Method = "waitaof" if "waitaof" in methods else "appendfsync-always"
+        return Durability(True, method, f"all {len(verdicts)} primaries: " + "; ".join(sorted({v.reason for _, v in verdicts})))
+    return check_server(client)
+
+
+def check_server(client: redis.Redis) -> Durability:
+    """Inspect one server (CONFIG GET appendonly/appendfsync, COMMAND INFO WAITAOF)."""
+    try:
+        config = _decode(client.config_get("append*"))
+    except redis.ResponseError as exc:
+        return Durability(
+            False,
+            "none",
+            f"cannot read the server's AOF settings (CONFIG GET refused: {exc}); assume acknowledged applies may be lost in a crash",
+        )
+    appendonly = config.get("appendonly", "no").lower()
+    appendfsync = config.get("appendfsync", "everysec").lower()
+    if appendonly != "yes":
+        return Durability(
+            False,
+            "none",
+            "appendonly is off: acknowledged applies (and dedupe markers) live only in memory until the next RDB save",
+        )
+    if appendfsync == "always":
+        return Durability(True, "appendfsync-always", "appendonly yes with appendfsync always: the AOF is fsynced before each reply")
+    if has_waitaof(client):
+        return Durability(True, "waitaof", f"appendfsync {appendfsync}; the engine confirms each apply with WAITAOF 1 0")
+    version = _decode(client.info("server")).get("redis_version", "?")
+    return Durability(
+        False,
+        "none",
+        f"appendfsync {appendfsync} and this server ({version}) has no WAITAOF (7.2+): about a second of acknowledged applies can be lost in a crash; set appendfsync always",
+    )
+
+
+def has_waitaof(client: redis.Redis) -> bool:
+    """Whether the server knows WAITAOF: ``WAITAOF 0 0 0`` asks for nothing and answers at once
+    where it exists, and is an unknown command elsewhere (no version-number guessing)."""
+    try:
+        client.execute_command("WAITAOF", 0, 0, 0)
+    except redis.ResponseError as exc:
+        if "unknown command" in str(exc).lower():
+            return False
+        raise
+    return True
+
+
+def _decode(mapping: dict) -> dict[str, str]:
+    return {
+        (k.decode() if isinstance(k, bytes) else str(k)): (v.decode() if isinstance(v, bytes) else str(v))
+        for k, v in mapping.items()
+    }

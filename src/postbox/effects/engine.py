@@ -1,0 +1,492 @@
+"""The effects engine: apply events' effects to Redis exactly once per consumer group, all or nothing.
+
+::
+
+    engine = EffectsEngine(redis.Redis.from_url(settings.redis_url), group="billing")
+    results = engine.apply([(event.id, fx), ...])      # one ApplyResult per event, in order
+    for r in results:
+        if r.failed: dead_letter(r)                      # permanent: already undone in Redis
+    if engine.durability().durable: commit_offsets()
+
+How one call works: the engine packs up to ``batch_size`` events into one EVALSHA of
+``lua/apply_effects.lua`` (values as ARGV). For each event the script checks the dedupe marker of
+(group, event id); a duplicate changes nothing; otherwise it runs the event's commands with
+``redis.pcall``, and on the first error undoes what the event changed, records the failure in the
+failure stream and reports it as a normal reply. On success it writes the marker with its TTL.
+Each event is atomic on its own (Redis runs a script to the end without interleaving anything);
+a later event of the same call does not depend on an earlier one succeeding.
+
+Refused calls are error replies and nothing ran: OOM (maxmemory + noeviction: the script's
+flags leave out ``allow-oom``, so Redis refuses it before its first line), BUSY, LOADING, READONLY,
+TRYAGAIN, CLUSTERDOWN, connection errors. Those raise :class:`TransientEffectError`; retrying the
+whole batch is safe because events whose call did run come back as duplicates.
+
+Calls go out one at a time per hash-slot lane, so the events of one aggregate are applied in
+order even when a call must be retried (NOSCRIPT, MOVED). On Redis Cluster the events are grouped
+by slot (every key of an event, its marker and failure stream included, must share one — see
+:mod:`postbox.effects.keys`), and the calls of one round that go to the same node (different
+slots, so no order between them) are pipelined.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import redis
+from redis.exceptions import (
+    AskError,
+    ClusterCrossSlotError,
+    MovedError,
+    NoScriptError,
+    ResponseError,
+)
+
+from postbox.effects.builder import EffectCommand, Effects
+from postbox.effects.durability import Durability, check_durability
+from postbox.effects.keys import KeyLayout, anchor_of, describe_slots, key_slot
+from postbox.effects.script import ApplyScript, build_script, default_functions_dir
+from postbox.errors import (
+    CrossSlotEffectError,
+    EffectEngineError,
+    InvalidEffectError,
+    PermanentEffectError,
+    TransientEffectError,
+)
+
+log = logging.getLogger("postbox.effects")
+
+#: Marker TTL: Kafka's default retention (7 days) plus a day of margin. A redelivery older than
+#: the marker would apply again, so keep this above the topics' ``retention.ms``.
+DEFAULT_MARKER_TTL = timedelta(days=8)
+#: Events per script call. Measured with bench/effects.py (appendfsync always, dedupe on): the
+#: figure levels off between 64 and 256 while a call of 128 small events holds Redis ~2-3 ms.
+DEFAULT_BATCH_SIZE = 128
+#: Upper bounds of one call besides the event count, so big effects do not make long calls.
+MAX_CALL_ARGS = 20_000
+MAX_CALL_BYTES = 4 * 1024 * 1024
+DEFAULT_FAILURES_MAXLEN = 10_000
+_PROTOCOL = b"1"
+_ATTEMPTS = 3
+_TRANSIENT_CODES = (
+    "OOM", "BUSY", "LOADING", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY",
+    "NOREPLICAS", "MISCONF", "NOSCRIPT", "MOVED", "ASK",
+)  # fmt: skip
+
+
+class Outcome(str, enum.Enum):
+    APPLIED = "applied"
+    DUPLICATE = "duplicate"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyResult:
+    """What happened to one event.
+
+    - ``APPLIED``: every effect and the dedupe marker are written.
+    - ``DUPLICATE``: the marker was there; nothing changed.
+    - ``FAILED``: nothing of the event stayed (undone in the script, or never sent); ``error_class``
+      is ``"permanent"``: dead-letter it and move on. ``command_index`` (0-based, into
+      ``effects.commands``), ``op`` and ``command`` name the failing command when there is one
+      (``None`` when the event was refused before sending, e.g. mixed slots), ``error`` is Redis's
+      text (``WRONGTYPE ...``). ``undo_error`` set means the undo itself failed: a bug, the keys
+      may be partial — :meth:`raise_for_failure` raises :class:`EffectEngineError` for it.
+    """
+
+    event_id: str
+    outcome: Outcome
+    command_index: int | None = None
+    op: str | None = None
+    command: str | None = None
+    error: str | None = None
+    error_class: str | None = None
+    undo_error: str | None = None
+    #: Refused before sending because its keys span several hash slots (see ``error``).
+    cross_slot: bool = False
+
+    @property
+    def applied(self) -> bool:
+        return self.outcome is Outcome.APPLIED
+
+    @property
+    def duplicate(self) -> bool:
+        return self.outcome is Outcome.DUPLICATE
+
+    @property
+    def failed(self) -> bool:
+        return self.outcome is Outcome.FAILED
+
+    def raise_for_failure(self) -> "ApplyResult":
+        """Return self unless failed; raise :class:`PermanentEffectError` (or
+        :class:`EffectEngineError` when the undo failed) describing the failure."""
+        if not self.failed:
+            return self
+        where = f" at command {self.command_index} ({self.command})" if self.command_index is not None else ""
+        if self.undo_error:
+            raise EffectEngineError(
+                f"event {self.event_id}: effect failed{where}: {self.error}; then the undo failed: {self.undo_error}",
+                fix="the event's keys may be partially changed; stop the consumer and inspect them",
+            )
+        cls = CrossSlotEffectError if self.cross_slot else PermanentEffectError
+        raise cls(f"event {self.event_id}: effect failed{where}: {self.error}", result=self)
+
+
+@dataclass(slots=True)
+class _Event:
+    index: int
+    event_id: str
+    commands: tuple[EffectCommand, ...]
+    marker: bytes
+    failures: bytes
+    slot: int
+    args: int
+    size: int
+
+
+@dataclass(slots=True)
+class _Call:
+    events: list[_Event]
+    slot: int
+    reply: Any = None
+    keys: list[bytes] = field(default_factory=list)
+    argv: list[bytes | str] = field(default_factory=list)
+
+
+class EffectsEngine:
+    """Applies batches of ``(event_id, Effects)`` for one consumer group. See the module docs.
+
+    ``client`` is a ``redis.Redis`` or ``redis.RedisCluster`` (bytes replies, i.e. without
+    ``decode_responses``). ``slot_aligned`` puts failure streams in the event's slot (default: on
+    for a cluster); ``strict_slots`` refuses mixed-slot events (default: on for a cluster; the
+    test harness turns it on everywhere so handlers are cluster-ready from the start).
+    ``functions_dir`` holds the user effect functions (default: the project's ``consumers/lua``).
+    """
+
+    def __init__(
+        self,
+        client: "redis.Redis | redis.RedisCluster",
+        group: str,
+        *,
+        marker_ttl: timedelta = DEFAULT_MARKER_TTL,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        failures_maxlen: int = DEFAULT_FAILURES_MAXLEN,
+        namespace: str = "postbox",
+        functions_dir: Path | None | str = "default",
+        slot_aligned: bool | None = None,
+        strict_slots: bool | None = None,
+        waitaof_timeout: timedelta = timedelta(seconds=5),
+        durability_refresh_s: float = 60.0,
+    ) -> None:
+        if getattr(client, "get_encoder", None) and client.get_encoder().decode_responses:
+            raise EffectEngineError("the Redis client decodes responses; postbox needs bytes replies (decode_responses=False)")
+        if marker_ttl < timedelta(milliseconds=1):
+            raise InvalidEffectError(f"marker_ttl {marker_ttl} must be positive")
+        if batch_size < 1:
+            raise InvalidEffectError(f"batch_size {batch_size} must be at least 1")
+        self.client = client
+        self.group = group
+        self.cluster = isinstance(client, redis.RedisCluster)
+        self.layout = KeyLayout(namespace, group, slot_aligned=self.cluster if slot_aligned is None else slot_aligned)
+        self.strict_slots = self.cluster if strict_slots is None else strict_slots
+        self.batch_size = batch_size
+        self.marker_ttl_ms = round(marker_ttl / timedelta(milliseconds=1))
+        self.failures_maxlen = failures_maxlen
+        self.waitaof_timeout_ms = round(waitaof_timeout / timedelta(milliseconds=1))
+        self._durability_refresh_s = durability_refresh_s
+        self._durability: tuple[float, Durability] | None = None
+        fdir = default_functions_dir() if functions_dir == "default" else functions_dir
+        self.script: ApplyScript = build_script(Path(fdir) if fdir is not None else None)
+        self._header = [
+            _PROTOCOL,
+            group.encode("utf-8"),
+            str(self.marker_ttl_ms).encode(),
+            str(failures_maxlen).encode(),
+            str(self.marker_ttl_ms).encode(),
+        ]
+
+    # -- public API -------------------------------------------------------------------------
+
+    def apply(self, events: Iterable[tuple[str, Effects]]) -> list[ApplyResult]:
+        """Apply events in order; one :class:`ApplyResult` per event, in input order.
+
+        Raises :class:`TransientEffectError` when Redis refused or could not be reached (retry the
+        same batch later), :class:`EffectEngineError` for an unexpected error reply. Permanent
+        per-event failures are results, not exceptions.
+        """
+        results: list[ApplyResult | None] = []
+        lanes: dict[int, list[_Event]] = {}
+        for index, (event_id, effects) in enumerate(events):
+            results.append(None)
+            prepared = self._prepare(index, event_id, effects)
+            if isinstance(prepared, ApplyResult):
+                results[index] = prepared
+            else:
+                lanes.setdefault(prepared.slot if self.cluster else 0, []).append(prepared)
+        if lanes:
+            waitaof = self.durability().method == "waitaof"
+            queues = [self._calls(lane) for lane in lanes.values()]
+            for round_no in range(max(len(q) for q in queues)):
+                batch = [q[round_no] for q in queues if round_no < len(q)]
+                self._execute(batch, waitaof)
+                for call in batch:
+                    for event, reply in zip(call.events, call.reply):
+                        results[event.index] = self._result(event, reply)
+        return results  # type: ignore[return-value]
+
+    def apply_one(self, event_id: str, effects: Effects) -> ApplyResult:
+        """Apply one event (one round trip)."""
+        return self.apply([(event_id, effects)])[0]
+
+    def durability(self, *, refresh: bool = False) -> Durability:
+        """Whether acknowledged applies are durable (checked once a minute; see ``durability``)."""
+        now = time.monotonic()
+        if refresh or self._durability is None or now - self._durability[0] > self._durability_refresh_s:
+            try:
+                verdict = check_durability(self.client)
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                raise TransientEffectError(f"cannot reach Redis to check durability: {exc}", reason="connection") from exc
+            if not verdict.durable and (self._durability is None or self._durability[1] != verdict):
+                log.warning("Redis effects are %s", verdict)
+            self._durability = (now, verdict)
+        return self._durability[1]
+
+    def load(self) -> str:
+        """SCRIPT LOAD the apply script (on every primary of a cluster); return its SHA1."""
+        for client in self._all_clients():
+            self._load(client)
+        return self.script.sha
+
+    def marker_key(self, event_id: str, effects: Effects) -> bytes:
+        """The dedupe marker key of ``event_id`` with these effects (for inspection and tests)."""
+        return self.layout.marker(event_id.encode("utf-8"), anchor_of(effects.keys(), event_id.encode("utf-8")))
+
+    def failures_key(self, event_id: str, effects: Effects) -> bytes:
+        """The failure stream an event with these effects reports to."""
+        return self.layout.failures(anchor_of(effects.keys(), event_id.encode("utf-8")))
+
+    def check_slots(self, effects: Effects) -> int | None:
+        """The one slot of ``effects``' keys (None without keys); :class:`CrossSlotEffectError` if several."""
+        keys = effects.keys()
+        slots = {key_slot(k) for k in keys}
+        if len(slots) > 1:
+            raise CrossSlotEffectError(_cross_slot_message(keys), fix=_CROSS_SLOT_FIX)
+        return slots.pop() if slots else None
+
+    # -- preparing and packing ----------------------------------------------------------------
+
+    def _prepare(self, index: int, event_id: str, effects: Effects) -> _Event | ApplyResult:
+        if not isinstance(event_id, str) or not event_id:
+            raise InvalidEffectError(f"event #{index}: the event id must be a non-empty str, got {event_id!r:.60}")
+        if not isinstance(effects, Effects):
+            raise InvalidEffectError(f"event {event_id}: expected an Effects, got {type(effects).__name__}")
+        commands = effects.commands
+        keys = effects.keys()
+        for i, command in enumerate(commands):
+            if command.op == "call" and command.args[0].decode() not in self.script.functions:
+                return ApplyResult(
+                    event_id, Outcome.FAILED, i, command.op, command.describe(),
+                    f"unknown effect function {command.args[0].decode()!r}: no such file in the functions folder"
+                    f" (known: {', '.join(sorted(self.script.functions)) or 'none'})",
+                    "permanent",
+                )  # fmt: skip
+        if self.strict_slots and len({key_slot(k) for k in keys}) > 1:
+            return ApplyResult(
+                event_id, Outcome.FAILED, None, None, None,
+                _cross_slot_message(keys) + "; " + _CROSS_SLOT_FIX, "permanent", cross_slot=True,
+            )  # fmt: skip
+        eid = event_id.encode("utf-8")
+        anchor = anchor_of(keys, eid)
+        marker = self.layout.marker(eid, anchor)
+        args = sum(3 + len(c.keys) + len(c.args) for c in commands) + 4
+        size = sum(len(a) for c in commands for a in c.args) + sum(len(k) for k in keys) + len(marker) * 2
+        return _Event(index, event_id, commands, marker, self.layout.failures(anchor), key_slot(marker), args, size)
+
+    def _calls(self, lane: list[_Event]) -> list[_Call]:
+        calls: list[_Call] = []
+        current: list[_Event] = []
+        args = size = 0
+        for event in lane:
+            if current and (
+                len(current) >= self.batch_size or args + event.args > MAX_CALL_ARGS or size + event.size > MAX_CALL_BYTES
+            ):
+                calls.append(self._encode(current))
+                current, args, size = [], 0, 0
+            current.append(event)
+            args += event.args
+            size += event.size
+        if current:
+            calls.append(self._encode(current))
+        return calls
+
+    def _encode(self, events: list[_Event]) -> _Call:
+        """Pack events into KEYS and ARGV (layout documented at the top of apply_effects.lua)."""
+        index: dict[bytes, bytes] = {}
+        keys: list[bytes] = []
+
+        def ref(key: bytes) -> bytes:
+            found = index.get(key)
+            if found is None:
+                keys.append(key)
+                found = index[key] = _num(len(keys))
+            return found
+
+        argv: list[bytes | str] = [*self._header, _num(len(events))]
+        for event in events:
+            argv += (event.event_id, ref(event.marker), ref(event.failures), _num(len(event.commands)))
+            for command in event.commands:
+                argv.append(command.op)
+                argv.append(_num(len(command.keys)))
+                argv.extend(ref(k) for k in command.keys)
+                argv.append(_num(len(command.args)))
+                argv.extend(command.args)
+        return _Call(events, events[0].slot, keys=keys, argv=argv)
+
+    def _result(self, event: _Event, reply: list) -> ApplyResult:
+        code = reply[0]
+        if code == 1:
+            return ApplyResult(event.event_id, Outcome.APPLIED)
+        if code == 2:
+            return ApplyResult(event.event_id, Outcome.DUPLICATE)
+        number, op, error = int(reply[1]), _text(reply[2]), self.script.explain(_text(reply[3]))
+        command = event.commands[number - 1]
+        undo_error = _text(reply[4]) if code == 4 else None
+        if undo_error:
+            log.error("event %s: undo failed after %s: %s", event.event_id, error, undo_error)
+        return ApplyResult(
+            event.event_id, Outcome.FAILED, number - 1, op, command.describe(), error, "permanent", undo_error
+        )
+
+    # -- sending --------------------------------------------------------------------------------
+
+    def _execute(self, calls: list[_Call], waitaof: bool) -> None:
+        pending = calls
+        for attempt in range(_ATTEMPTS):
+            by_node: dict[int, tuple[redis.Redis, list[_Call]]] = {}
+            for call in pending:
+                client = self._client_for(call.slot)
+                by_node.setdefault(id(client), (client, []))[1].append(call)
+            retry: list[_Call] = []
+            for client, node_calls in by_node.values():
+                for call, reply in zip(node_calls, self._send(client, node_calls, waitaof)):
+                    if isinstance(reply, NoScriptError):
+                        self._load(client)
+                        retry.append(call)
+                    elif isinstance(reply, (MovedError, AskError)) and self.cluster:
+                        self._refresh_topology()
+                        retry.append(call)
+                    elif isinstance(reply, BaseException):
+                        raise self._classify(reply)
+                    else:
+                        call.reply = reply
+            if not retry:
+                return
+            log.info("retrying %d script call(s) after NOSCRIPT/MOVED (attempt %d)", len(retry), attempt + 2)
+            pending = retry
+        raise TransientEffectError(
+            f"{len(pending)} script call(s) still refused after {_ATTEMPTS} attempts (script cache flushed or slots moving)",
+            reason="retries",
+        )
+
+    def _send(self, client: redis.Redis, calls: list[_Call], waitaof: bool) -> list[Any]:
+        sha = self.script.sha
+        try:
+            if len(calls) == 1 and not waitaof:
+                call = calls[0]
+                try:
+                    return [client.evalsha(sha, len(call.keys), *call.keys, *call.argv)]
+                except ResponseError as exc:
+                    return [exc]
+            pipe = client.pipeline(transaction=False)
+            for call in calls:
+                pipe.evalsha(sha, len(call.keys), *call.keys, *call.argv)
+            if waitaof:
+                pipe.execute_command("WAITAOF", 1, 0, self.waitaof_timeout_ms)
+            replies = pipe.execute(raise_on_error=False)
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise self._classify(exc) from exc
+        if waitaof:
+            confirmation = replies.pop()
+            if isinstance(confirmation, BaseException):
+                raise self._classify(confirmation)
+            if not confirmation or int(confirmation[0]) < 1:
+                raise TransientEffectError(
+                    f"WAITAOF did not confirm the local AOF fsync within {self.waitaof_timeout_ms} ms",
+                    reason="waitaof",
+                    fix="check the Redis host's disk; the batch is applied but not known durable, so it is retried",
+                )
+        return replies
+
+    def _classify(self, exc: BaseException) -> Exception:
+        if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
+            reason = "LOADING" if isinstance(exc, redis.BusyLoadingError) else "connection"
+            return TransientEffectError(f"Redis unreachable or reply lost: {exc}", reason=reason)
+        if isinstance(exc, ClusterCrossSlotError):
+            return EffectEngineError(f"Redis said CROSSSLOT for a call the engine grouped by slot: {exc}")
+        code = getattr(exc, "status_code", None) or str(exc).split(" ", 1)[0]
+        if code in _TRANSIENT_CODES:
+            return TransientEffectError(f"Redis refused the call ({code}): {exc}", reason=code)
+        return EffectEngineError(f"unexpected error reply from the apply script: {self.script.explain(str(exc))}")
+
+    def _load(self, client: redis.Redis) -> None:
+        try:
+            sha = client.script_load(self.script.source)
+        except ResponseError as exc:
+            message = self.script.explain(str(exc))
+            raise EffectEngineError(
+                f"Redis refused to compile the apply script: {message}",
+                fix="fix the Lua file named above (user effect functions live in consumers/lua/)",
+            ) from exc
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise self._classify(exc) from exc
+        if _text(sha) != self.script.sha:
+            raise EffectEngineError(f"SCRIPT LOAD returned {sha!r}, expected {self.script.sha}")
+
+    def _client_for(self, slot: int) -> redis.Redis:
+        if not self.cluster:
+            return self.client  # type: ignore[return-value]
+        cluster: redis.RedisCluster = self.client  # type: ignore[assignment]
+        try:
+            node = cluster.nodes_manager.get_node_from_slot(slot)
+        except redis.exceptions.SlotNotCoveredError as exc:
+            raise TransientEffectError(f"slot {slot} is not served by any node: {exc}", reason="CLUSTERDOWN") from exc
+        return cluster.get_redis_connection(node)
+
+    def _refresh_topology(self) -> None:
+        try:
+            self.client.nodes_manager.initialize()  # type: ignore[union-attr]
+        except (redis.ConnectionError, redis.TimeoutError, redis.RedisClusterException) as exc:
+            raise TransientEffectError(f"cannot refresh the cluster's slot map: {exc}", reason="CLUSTERDOWN") from exc
+
+    def _all_clients(self) -> Sequence[redis.Redis]:
+        if not self.cluster:
+            return [self.client]  # type: ignore[list-item]
+        cluster: redis.RedisCluster = self.client  # type: ignore[assignment]
+        return [cluster.get_redis_connection(n) for n in cluster.get_primaries()]
+
+
+_CROSS_SLOT_FIX = (
+    "give every key of one event the same hash tag, e.g. keys from "
+    "postbox.effects.aggregate_keys(event.aggregate_type, event.aggregate_id), like '{order:42}:state'"
+)
+
+
+def _cross_slot_message(keys: list[bytes]) -> str:
+    return f"the keys of one event's effects span several Redis Cluster hash slots ({describe_slots(keys)})"
+
+
+_NUMS = [str(i).encode() for i in range(4096)]
+
+
+def _num(n: int) -> bytes:
+    return _NUMS[n] if n < 4096 else str(n).encode()
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else str(value)

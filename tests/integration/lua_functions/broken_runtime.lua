@@ -1,0 +1,3 @@
+-- A bug: indexes nil at run time.
+local missing = nil
+return missing.field

@@ -1,0 +1,326 @@
+"""The effects engine against a real redis-server: dedupe, undo, failures, injection, restarts, OOM."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+import redis
+
+from postbox.effects import (
+    CrossSlotEffectError,
+    Effects,
+    EffectsEngine,
+    Outcome,
+    PermanentEffectError,
+    TransientEffectError,
+    check_durability,
+)
+from postbox.errors import EffectEngineError
+from tests.integration.conftest_effects import (  # noqa: F401 - fixtures
+    FUNCTIONS_DIR,
+    engine,
+    fresh_redis,
+    own_client,
+    own_redis,
+    tag,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def eid() -> str:
+    return str(uuid.uuid4())
+
+
+def test_same_event_twice_applies_once(engine: EffectsEngine, own_client: redis.Redis, tag: str) -> None:
+    fx = Effects().hincrby(f"{tag}:totals", "paid", 500).sadd(f"{tag}:seen", "a").xadd(f"{tag}:log", {"k": "v"})
+    event = eid()
+    first = engine.apply_one(event, fx)
+    second = engine.apply_one(event, fx)
+    assert first.outcome is Outcome.APPLIED and first.applied
+    assert second.outcome is Outcome.DUPLICATE and second.duplicate
+    assert own_client.hget(f"{tag}:totals", "paid") == b"500"
+    assert own_client.xlen(f"{tag}:log") == 1
+    marker = engine.marker_key(event, fx)
+    assert own_client.get(marker) == b"1"
+    assert 0 < own_client.pttl(marker) <= engine.marker_ttl_ms
+
+
+def test_duplicates_inside_one_batch_and_per_group(own_client: redis.Redis, tag: str) -> None:
+    fx = Effects().incrby(f"{tag}:n", 1)
+    event = eid()
+    billing = EffectsEngine(own_client, "billing-" + tag, functions_dir=None)
+    shipping = EffectsEngine(own_client, "shipping-" + tag, functions_dir=None)
+    outcomes = [r.outcome for r in billing.apply([(event, fx), (event, fx), (eid(), fx)])]
+    assert outcomes == [Outcome.APPLIED, Outcome.DUPLICATE, Outcome.APPLIED]
+    assert shipping.apply_one(event, fx).applied  # another group applies it once for itself
+    assert own_client.get(f"{tag}:n") == b"3"
+
+
+def test_failure_undoes_the_event_records_it_and_batch_continues(
+    engine: EffectsEngine, own_client: redis.Redis, tag: str
+) -> None:
+    own_client.hset(f"{tag}:h", mapping={"a": "1", "b": "2"})
+    own_client.pexpire(f"{tag}:h", 600_000)
+    own_client.set(f"{tag}:str", "text")
+    own_client.sadd(f"{tag}:s", "old")
+    before_ttl = own_client.pexpiretime(f"{tag}:h")
+    bad = (
+        Effects()
+        .hset(f"{tag}:h", {"a": "changed", "new": "x"})
+        .hdel(f"{tag}:h", "b")
+        .sadd(f"{tag}:s", "old", "added")
+        .set(f"{tag}:other", "v")
+        .incrby(f"{tag}:str", 1)  # ERR value is not an integer
+        .sadd(f"{tag}:never", "x")
+    )
+    good = Effects().sadd(f"{tag}:s", "later")
+    failed_id, good_id = eid(), eid()
+    failed, ok = engine.apply([(failed_id, bad), (good_id, good)])
+    assert failed.failed and failed.error_class == "permanent"
+    assert (failed.command_index, failed.op) == (4, "incrby")
+    assert "not an integer" in failed.error
+    assert ok.applied
+    assert own_client.hgetall(f"{tag}:h") == {b"a": b"1", b"b": b"2"}
+    assert own_client.pexpiretime(f"{tag}:h") == before_ttl
+    assert own_client.smembers(f"{tag}:s") == {b"old", b"later"}
+    assert not own_client.exists(f"{tag}:other", f"{tag}:never")
+    assert not own_client.exists(engine.marker_key(failed_id, bad))
+    records = own_client.xrange(engine.failures_key(failed_id, bad))
+    assert records[-1][1] == {
+        b"event": failed_id.encode(),
+        b"group": engine.group.encode(),
+        b"command_index": b"4",
+        b"op": b"incrby",
+        b"error": failed.error.encode(),
+    }
+    with pytest.raises(PermanentEffectError, match="command 4"):
+        failed.raise_for_failure()
+
+
+def test_a_failed_event_is_not_marked_so_a_fixed_replay_applies(engine: EffectsEngine, own_client: redis.Redis, tag: str) -> None:
+    own_client.set(f"{tag}:k", "string")
+    fx = Effects().sadd(f"{tag}:k", "m")
+    event = eid()
+    assert engine.apply_one(event, fx).failed
+    own_client.delete(f"{tag}:k")
+    assert engine.apply_one(event, fx).applied
+
+
+INJECTIONS = [
+    "it's \"quoted\"",
+    "]]",
+    "]==]",
+    "end; redis.call('FLUSHALL'); --",
+    "return redis.call('SET', 'pwned', 1)",
+    "\r\n*3\r\n$3\r\nSET\r\n$1\r\nx\r\n$1\r\ny\r\n",
+    "%s %d %%",
+    "{}",
+    "",
+]
+BINARY = [b"\x00", b"a\x00b", b"\xff\xfe\x80", bytes(range(256))]
+
+
+def test_injection_strings_are_stored_verbatim(engine: EffectsEngine, own_client: redis.Redis, tag: str) -> None:
+    values: list[str | bytes] = [*INJECTIONS, *BINARY]
+    fx = Effects()
+    for i, v in enumerate(values):
+        raw = v.encode() if isinstance(v, str) else v
+        key = f"{tag}:".encode() + raw + f":{i}".encode()
+        fx.set(key, v)
+        fx.hset(f"{tag}:h", raw + f"#{i}".encode(), v)
+        fx.sadd(f"{tag}:s", v) if raw else None
+        fx.zadd(f"{tag}:z", {raw + f"#{i}".encode(): i})
+        fx.rpush(f"{tag}:l", v)
+    fx.xadd(f"{tag}:x", {raw + b"f": raw for raw in (v.encode() if isinstance(v, str) else v for v in values) if raw})
+    fx.call("hset_then_incrby", keys=[f"{tag}:fh", f"{tag}:fc"], args=["]] -- \x00", "\r\n'\"", 7])
+    assert engine.apply_one(eid(), fx).applied
+    for i, v in enumerate(values):
+        raw = v.encode() if isinstance(v, str) else v
+        assert own_client.get(f"{tag}:".encode() + raw + f":{i}".encode()) == raw
+        assert own_client.hget(f"{tag}:h", raw + f"#{i}".encode()) == raw
+        assert own_client.zscore(f"{tag}:z", raw + f"#{i}".encode()) == i
+    assert own_client.lrange(f"{tag}:l", 0, -1) == [v.encode() if isinstance(v, str) else v for v in values]
+    assert own_client.smembers(f"{tag}:s") == {v.encode() if isinstance(v, str) else v for v in values} - {b""}
+    assert own_client.hgetall(f"{tag}:fh") == {"]] -- \x00".encode(): "\r\n'\"".encode()}
+    assert own_client.get(f"{tag}:fc") == b"7"
+    assert not own_client.exists("pwned")
+
+
+def test_injection_in_group_and_event_id(own_client: redis.Redis, tag: str) -> None:
+    group = "g]] '\" \r\n" + tag
+    engine = EffectsEngine(own_client, group, functions_dir=None)
+    event = "ev]]\r\n\x00'" + tag
+    fx = Effects().incrby(f"{tag}:n", 1)
+    assert engine.apply_one(event, fx).applied
+    assert engine.apply_one(event, fx).duplicate
+    assert own_client.get(engine.marker_key(event, fx)) == b"1"
+
+
+def test_user_function_applies_and_partial_failure_is_undone(engine: EffectsEngine, own_client: redis.Redis, tag: str) -> None:
+    assert engine.apply_one(eid(), Effects().call("hset_then_incrby", keys=[f"{tag}:h", f"{tag}:c"], args=["f", "v", 2])).applied
+    assert own_client.hgetall(f"{tag}:h") == {b"f": b"v"} and own_client.get(f"{tag}:c") == b"2"
+    own_client.set(f"{tag}:bad", "x")
+    own_client.pexpire(f"{tag}:h", 500_000)
+    at = own_client.pexpiretime(f"{tag}:h")
+    result = engine.apply_one(
+        eid(), Effects().call("hset_then_incrby", keys=[f"{tag}:h", f"{tag}:bad"], args=["g", "w", 1])
+    )
+    assert result.failed and result.op == "call" and "not an integer" in result.error
+    assert own_client.hgetall(f"{tag}:h") == {b"f": b"v"}
+    assert own_client.pexpiretime(f"{tag}:h") == at
+    assert own_client.get(f"{tag}:bad") == b"x"
+
+
+def test_user_function_refusal_and_runtime_error(engine: EffectsEngine, own_client: redis.Redis, tag: str) -> None:
+    own_client.hset(f"{tag}:stock", "sku", 1)
+    short = engine.apply_one(
+        eid(), Effects().hset(f"{tag}:order", "state", "reserved").call("reserve", keys=[f"{tag}:stock"], args=["sku", 5])
+    )
+    assert short.failed and short.error.startswith("SHORT only 1 of sku")
+    assert not own_client.exists(f"{tag}:order")
+    broken = engine.apply_one(eid(), Effects().call("broken_runtime", keys=[f"{tag}:x"]))
+    assert broken.failed
+    assert "broken_runtime.lua:3" in broken.error and "nil value" in broken.error
+
+
+def test_unknown_function_fails_before_sending(engine: EffectsEngine, tag: str) -> None:
+    result = engine.apply_one(eid(), Effects().call("no_such_function", keys=[f"{tag}:k"]))
+    assert result.failed and result.command_index == 0 and "no_such_function" in result.error
+
+
+def test_mixed_slots_refused_with_keys_and_slots_named(engine: EffectsEngine, own_client: redis.Redis) -> None:
+    fx = Effects().set("user:1", "a").set("user:2", "b")
+    result = engine.apply_one(eid(), fx)
+    assert result.failed and result.cross_slot
+    assert "'user:1' → slot" in result.error and "'user:2' → slot" in result.error and "hash tag" in result.error
+    assert not own_client.exists("user:1", "user:2")
+    with pytest.raises(CrossSlotEffectError):
+        result.raise_for_failure()
+
+
+def test_xadd_trim_is_deferred_and_stream_counters_restored(engine: EffectsEngine, own_client: redis.Redis, tag: str) -> None:
+    stream = f"{tag}:x"
+    for i in range(300):
+        own_client.xadd(stream, {"i": i}, id=f"{i + 1}-0")
+    own_client.xdel(stream, "5-0")
+    info = own_client.xinfo_stream(stream)
+    own_client.set(f"{tag}:s", "x")
+    failed = engine.apply_one(eid(), Effects().xadd(stream, {"new": 1}, maxlen=10).sadd(f"{tag}:s", "m"))
+    assert failed.failed
+    after = own_client.xinfo_stream(stream)
+    for field in ("length", "last-generated-id", "max-deleted-entry-id", "entries-added"):
+        assert after[field] == info[field], field
+    assert engine.apply_one(eid(), Effects().xadd(stream, {"new": 1}, maxlen=10)).applied
+    assert own_client.xlen(stream) < 300  # the approximate trim ran after success
+
+
+def test_large_batch_is_split_into_bounded_calls(own_client: redis.Redis, tag: str) -> None:
+    engine = EffectsEngine(own_client, "g" + tag, functions_dir=None, batch_size=7)
+    events = [(eid(), Effects().sadd(f"{tag}:s", i).hincrby(f"{tag}:h", "n", 1)) for i in range(50)]
+    results = engine.apply(events)
+    assert all(r.applied for r in results) and [r.event_id for r in results] == [e for e, _ in events]
+    assert own_client.scard(f"{tag}:s") == 50 and own_client.hget(f"{tag}:h", "n") == b"50"
+    assert all(r.duplicate for r in engine.apply(events))
+
+
+def test_restart_between_calls_is_absorbed(fresh_redis) -> None:
+    client = fresh_redis.client()
+    engine = EffectsEngine(client, "g", functions_dir=FUNCTIONS_DIR)
+    fx = Effects().incrby("{r}:n", 1)
+    first = eid()
+    assert engine.apply_one(first, fx).applied
+    fresh_redis.restart()  # script cache empty, data back from the AOF
+    assert client.script_exists(engine.script.sha) == [False]
+    assert engine.apply_one(first, fx).duplicate
+    assert engine.apply_one(eid(), fx).applied
+    assert client.get("{r}:n") == b"2"
+    client.script_flush()
+    assert engine.apply_one(eid(), fx.call("hset_then_incrby", keys=["{r}:h", "{r}:n"], args=["f", "v", 1])).applied
+    client.close()
+
+
+def test_oom_with_noeviction_is_transient_and_changes_nothing(fresh_redis) -> None:
+    client = fresh_redis.client()
+    engine = EffectsEngine(client, "g", functions_dir=None)
+    engine.load()
+    client.set("{o}:keep", "v")
+    used = int(client.info("memory")["used_memory"])
+    client.config_set("maxmemory-policy", "noeviction")
+    client.config_set("maxmemory", str(used - 1024 * 64))
+    try:
+        with pytest.raises(TransientEffectError) as refused:
+            engine.apply_one(eid(), Effects().set("{o}:new", "v").incrby("{o}:n", 1))
+        assert refused.value.reason == "OOM"
+        assert not client.exists("{o}:new", "{o}:n")
+        assert client.dbsize() == 1
+    finally:
+        client.config_set("maxmemory", "0")
+    assert engine.apply_one(eid(), Effects().set("{o}:new", "v")).applied
+    client.close()
+
+
+def test_busy_server_is_transient(fresh_redis) -> None:
+    client = fresh_redis.client()
+    engine = EffectsEngine(client, "g", functions_dir=None)
+    engine.load()
+    client.config_set("busy-reply-threshold", "50")
+    import threading
+
+    other = fresh_redis.client()
+    spin = threading.Thread(
+        target=lambda: other.eval("local t = redis.call('TIME')[1] + 1; while tonumber(redis.call('TIME')[1]) < t + 0 do end", 0)
+    )
+    spin.start()
+    try:
+        import time
+
+        for _ in range(100):  # bounded: wait for the script to pass the busy threshold
+            try:
+                client.ping()
+                time.sleep(0.02)
+            except redis.ResponseError:
+                break
+        with pytest.raises(TransientEffectError) as refused:
+            engine.apply_one(eid(), Effects().incrby("{b}:n", 1))
+        assert refused.value.reason == "BUSY"
+    finally:
+        spin.join(timeout=10)
+        other.close()
+    assert engine.apply_one(eid(), Effects().incrby("{b}:n", 1)).applied
+    client.close()
+
+
+def test_connection_refused_is_transient() -> None:
+    from tests.support.redis_servers import free_port
+
+    client = redis.Redis(host="127.0.0.1", port=free_port(), socket_connect_timeout=0.2, retry_on_error=[], retry=None)
+    engine = EffectsEngine(client, "g", functions_dir=None)
+    with pytest.raises(TransientEffectError) as refused:
+        engine.apply_one(eid(), Effects().incrby("{c}:n", 1))
+    assert refused.value.reason == "connection"
+
+
+def test_durability_reported_from_server_config(fresh_redis) -> None:
+    client = fresh_redis.client()
+    assert check_durability(client).durable and check_durability(client).method == "appendfsync-always"
+    client.config_set("appendfsync", "everysec")
+    verdict = check_durability(client)
+    from postbox.effects.durability import has_waitaof
+
+    if not has_waitaof(client):
+        assert not verdict.durable and "WAITAOF" in verdict.reason
+    else:
+        assert verdict.durable and verdict.method == "waitaof"
+    client.config_set("appendonly", "no")
+    assert not check_durability(client).durable
+    client.close()
+
+
+def test_user_function_that_does_not_compile_is_named(own_client: redis.Redis, tmp_path) -> None:
+    (tmp_path / "ok.lua").write_text("return 1\n")
+    (tmp_path / "bad_syntax.lua").write_text("-- comment\nlocal x = = 1\n")
+    engine = EffectsEngine(own_client, "g", functions_dir=tmp_path)
+    with pytest.raises(EffectEngineError, match=r"bad_syntax\.lua:2"):
+        engine.apply_one(eid(), Effects().call("ok", keys=["{c}:k"]))

@@ -1,0 +1,141 @@
+"""Throwaway redis-server processes for tests and benchmarks that must own their server.
+
+Used where the shared stack's Redis cannot serve: restarting a server between calls, maxmemory,
+a 3-master cluster, a bench with a known fsync policy. Each server gets a free loopback port and a
+private temporary folder; ``stop()`` ends exactly the process it started and removes the folder.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import redis
+
+REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
+REDIS_CLI = shutil.which("redis-cli") or "/usr/bin/redis-cli"
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class RedisServer:
+    """One redis-server on 127.0.0.1 with AOF ``appendfsync always`` unless told otherwise."""
+
+    def __init__(self, *, config: dict[str, str] | None = None, workdir: Path | None = None) -> None:
+        self.port = free_port()
+        self._own_dir = workdir is None
+        self.dir = Path(workdir or tempfile.mkdtemp(prefix="postbox-redis-"))
+        self.config = {
+            "bind": "127.0.0.1",
+            "port": str(self.port),
+            "dir": str(self.dir),
+            "save": '""',
+            "appendonly": "yes",
+            "appendfsync": "always",
+            "protected-mode": "no",
+            "logfile": str(self.dir / "redis.log"),
+            **(config or {}),
+        }
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> "RedisServer":
+        conf = self.dir / "redis.conf"
+        conf.write_text("".join(f"{k} {v}\n" for k, v in self.config.items()))
+        self.process = subprocess.Popen([REDIS_SERVER, str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self._wait_ready()
+        return self
+
+    def _wait_ready(self, timeout: float = 15.0) -> None:
+        deadline = time.monotonic() + timeout
+        client = redis.Redis(host="127.0.0.1", port=self.port, socket_connect_timeout=0.5)
+        try:
+            while time.monotonic() < deadline:
+                if self.process and self.process.poll() is not None:
+                    log = (self.dir / "redis.log").read_text(errors="replace")[-2000:] if (self.dir / "redis.log").exists() else ""
+                    raise RuntimeError(f"redis-server on port {self.port} exited ({self.process.returncode}): {log}")
+                try:
+                    if client.ping():
+                        return
+                except (redis.ConnectionError, redis.BusyLoadingError):
+                    time.sleep(0.05)
+            raise RuntimeError(f"redis-server on port {self.port} not ready after {timeout} s")
+        finally:
+            client.close()
+
+    def client(self, **kwargs) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=self.port, **kwargs)
+
+    def restart(self) -> None:
+        """Stop (after an AOF fsync, as a crash with appendfsync always would leave it) and start
+        again on the same port and folder: data back from the AOF, script cache empty."""
+        self.stop(keep_dir=True)
+        self.start()
+
+    def stop(self, *, keep_dir: bool = False) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()  # SIGTERM: redis-server exits cleanly, AOF flushed
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=5)
+        if self.process and self.process.stderr:
+            self.process.stderr.close()
+        self.process = None
+        if not keep_dir and self._own_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class RedisClusterProcesses:
+    """Three cluster-enabled redis-servers joined with ``redis-cli --cluster create`` (no replicas)."""
+
+    def __init__(self, masters: int = 3) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="postbox-cluster-"))
+        self.servers: list[RedisServer] = []
+        for i in range(masters):
+            node_dir = self.dir / f"node{i}"
+            node_dir.mkdir()
+            self.servers.append(
+                RedisServer(
+                    workdir=node_dir,
+                    config={"cluster-enabled": "yes", "cluster-config-file": str(node_dir / "nodes.conf"), "cluster-node-timeout": "5000"},
+                )
+            )
+
+    def start(self) -> "RedisClusterProcesses":
+        for server in self.servers:
+            server.start()
+        addresses = [f"127.0.0.1:{s.port}" for s in self.servers]
+        subprocess.run(
+            [REDIS_CLI, "--cluster", "create", *addresses, "--cluster-replicas", "0", "--cluster-yes"],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            infos = [s.client().cluster_info() for s in self.servers]
+            if all(i.get("cluster_state") == "ok" and int(i.get("cluster_slots_ok", 0)) == 16384 for i in infos):
+                return self
+            time.sleep(0.1)
+        raise RuntimeError("the test cluster did not reach cluster_state:ok within 30 s")
+
+    def client(self) -> redis.RedisCluster:
+        return redis.RedisCluster(host="127.0.0.1", port=self.servers[0].port)
+
+    def stop(self) -> None:
+        for server in self.servers:
+            server.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
