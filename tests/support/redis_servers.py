@@ -115,6 +115,14 @@ class RedisClusterProcesses:
             )
 
     def start(self) -> "RedisClusterProcesses":
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self) -> None:
         for server in self.servers:
             server.start()
         addresses = [f"127.0.0.1:{s.port}" for s in self.servers]
@@ -126,11 +134,20 @@ class RedisClusterProcesses:
         )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            infos = [s.client().cluster_info() for s in self.servers]
-            if all(i.get("cluster_state") == "ok" and int(i.get("cluster_slots_ok", 0)) == 16384 for i in infos):
-                return self
+            if all(self._cluster_ok(s) for s in self.servers):
+                return
             time.sleep(0.1)
         raise RuntimeError("the test cluster did not reach cluster_state:ok within 30 s")
+
+    @staticmethod
+    def _cluster_ok(server: RedisServer) -> bool:
+        client = server.client()
+        try:
+            raw = client.execute_command("CLUSTER", "INFO")
+        finally:
+            client.close()
+        text = raw.decode() if isinstance(raw, bytes) else str(raw)
+        return "cluster_state:ok" in text and "cluster_slots_ok:16384" in text
 
     def client(self) -> redis.RedisCluster:
         return redis.RedisCluster(host="127.0.0.1", port=self.servers[0].port)
