@@ -20,17 +20,33 @@ REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 REDIS_CLI = shutil.which("redis-cli") or "/usr/bin/redis-cli"
 
 
-def free_port() -> int:
+def free_port(*, with_bus: bool = False) -> int:
+    """A free loopback port; ``with_bus``: also port+10000 free (Redis Cluster's bus port)."""
+    for _ in range(200):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if not with_bus:
+            return port
+        if port + 10000 <= 65535 and _is_free(port + 10000):
+            return port
+    raise RuntimeError("no free port pair (port, port+10000) on 127.0.0.1 after 200 tries")
+
+
+def _is_free(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
 
 
 class RedisServer:
     """One redis-server on 127.0.0.1 with AOF ``appendfsync always`` unless told otherwise."""
 
     def __init__(self, *, config: dict[str, str] | None = None, workdir: Path | None = None) -> None:
-        self.port = free_port()
+        self.port = free_port(with_bus="cluster-enabled" in (config or {}))
         self._own_dir = workdir is None
         self.dir = Path(workdir or tempfile.mkdtemp(prefix="postbox-redis-"))
         self.config = {
