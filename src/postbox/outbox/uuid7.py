@@ -25,11 +25,16 @@ _COUNTER_MAX = 0xFFF
 
 
 def uuid7(unix_ms: int | None = None) -> uuid.UUID:
-    """A new UUIDv7; strictly greater than the previous one made by this process (same clock)."""
+    """A new UUIDv7; strictly greater than the previous one this process made from the clock.
+
+    ``unix_ms`` makes an id for that instant instead (random counter, outside the sequence).
+    """
     global _last_ms, _counter
     rand = int.from_bytes(os.urandom(10), "big")
+    if unix_ms is not None:
+        return _build(unix_ms, (rand >> 64) & _COUNTER_MAX, rand)
     with _lock:
-        ms = time.time_ns() // 1_000_000 if unix_ms is None else unix_ms
+        ms = time.time_ns() // 1_000_000
         if ms > _last_ms:
             _last_ms = ms
             _counter = (rand >> 64) & 0x7FF  # seed below half the range: room to count up
@@ -41,6 +46,10 @@ def uuid7(unix_ms: int | None = None) -> uuid.UUID:
                 _last_ms = ms = ms + 1
                 _counter = 0
         counter = _counter
+    return _build(ms, counter, rand)
+
+
+def _build(ms: int, counter: int, rand: int) -> uuid.UUID:
     rand_b = rand & ((1 << 62) - 1)
     value = (ms & ((1 << 48) - 1)) << 80 | _VERSION << 76 | counter << 64 | _VARIANT << 62 | rand_b
     return uuid.UUID(int=value)
