@@ -287,7 +287,9 @@ class EffectsEngine:
         if not isinstance(effects, Effects):
             raise InvalidEffectError(f"event {event_id}: expected an Effects, got {type(effects).__name__}")
         commands = effects.commands
-        keys = effects.keys()
+        keys: dict[bytes, None] = {}
+        args = 4
+        size = 0
         for i, command in enumerate(commands):
             if command.op == "call" and command.args[0].decode() not in self.script.functions:
                 return ApplyResult(
@@ -296,17 +298,22 @@ class EffectsEngine:
                     f" (known: {', '.join(sorted(self.script.functions)) or 'none'})",
                     "permanent",
                 )  # fmt: skip
-        if self.strict_slots and len({key_slot(k) for k in keys}) > 1:
+            for key in command.keys:
+                keys[key] = None
+                size += len(key)
+            for arg in command.args:
+                size += len(arg)
+            args += 3 + len(command.keys) + len(command.args)
+        if self.strict_slots and len(keys) > 1 and len({key_slot(k) for k in keys}) > 1:
             return ApplyResult(
                 event_id, Outcome.FAILED, None, None, None,
-                _cross_slot_message(keys) + "; " + _CROSS_SLOT_FIX, "permanent", cross_slot=True,
+                _cross_slot_message(list(keys)) + "; " + _CROSS_SLOT_FIX, "permanent", cross_slot=True,
             )  # fmt: skip
         eid = event_id.encode("utf-8")
         anchor = anchor_of(keys, eid)
         marker = self.layout.marker(eid, anchor)
-        args = sum(3 + len(c.keys) + len(c.args) for c in commands) + 4
-        size = sum(len(a) for c in commands for a in c.args) + sum(len(k) for k in keys) + len(marker) * 2
-        return _Event(index, event_id, commands, marker, self.layout.failures(anchor), key_slot(marker), args, size)
+        slot = key_slot(marker) if self.cluster else 0
+        return _Event(index, event_id, commands, marker, self.layout.failures(anchor), slot, args, size + 2 * len(marker))
 
     def _calls(self, lane: list[_Event]) -> list[_Call]:
         calls: list[_Call] = []
