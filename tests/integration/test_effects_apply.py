@@ -99,6 +99,13 @@ def test_failure_undoes_the_event_records_it_and_batch_continues(
         failed.raise_for_failure()
 
 
+def test_an_event_without_effects_is_marked(engine: EffectsEngine, own_client: redis.Redis) -> None:
+    event = eid()
+    assert engine.apply_one(event, Effects()).applied
+    assert engine.apply_one(event, Effects()).duplicate
+    assert own_client.exists(engine.marker_key(event, Effects()))
+
+
 def test_a_failed_event_is_not_marked_so_a_fixed_replay_applies(engine: EffectsEngine, own_client: redis.Redis, tag: str) -> None:
     own_client.set(f"{tag}:k", "string")
     fx = Effects().sadd(f"{tag}:k", "m")
