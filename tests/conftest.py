@@ -52,3 +52,32 @@ def pg_conn(settings: Settings) -> Iterator["object"]:
         pytest.fail(f"PostgreSQL at POSTBOX_DATABASE_URL is unreachable ({exc}); run `postbox up` first")
     yield conn
     conn.close()
+
+
+@pytest.fixture(scope="session")
+def admin_database_url() -> str:
+    """A superuser/owner connection for checks the app role may not make (test-only).
+
+    POSTBOX_TEST_ADMIN_URL for an external database; otherwise the local stack's private socket.
+    """
+    import os
+
+    if os.environ.get("POSTBOX_TEST_ADMIN_URL"):
+        return os.environ["POSTBOX_TEST_ADMIN_URL"]
+    from postbox.stack.stack import LocalStack
+
+    return LocalStack(locate_tools=False).postgres.admin_url()
+
+
+@pytest.fixture
+def admin_conn(admin_database_url: str) -> Iterator["object"]:
+    import psycopg
+
+    conn = psycopg.connect(admin_database_url, autocommit=True)
+    yield conn
+    conn.close()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run tests that restart shared services (marker `disruptive`) after all the others."""
+    items.sort(key=lambda item: item.get_closest_marker("disruptive") is not None)

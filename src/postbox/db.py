@@ -80,7 +80,7 @@ def init_database(
                 current = None
                 for role, password in (("postbox_app", app_password), ("postbox_cdc", cdc_password),
                                        ("postbox_maint", maint_password)):
-                    if password:
+                    if password and not _password_matches(conn, role, password):
                         verifier = conn.pgconn.encrypt_password(password.encode(), role.encode(), b"scram-sha-256")
                         conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(
                             sql.Identifier(role), sql.Literal(verifier.decode())))
@@ -100,6 +100,37 @@ def init_database(
     lines[:0] = _diff(before, after, policy)
     lines += [r[0] for r in created]
     return lines or ["nothing to change: the outbox is set up"]
+
+
+def _password_matches(conn: psycopg.Connection[Any], role: str, password: str) -> bool:
+    """Whether `role` already has this password, so a repeated init changes (and logs) nothing.
+
+    Recomputes the SCRAM-SHA-256 keys with the stored salt and iteration count (RFC 5802);
+    pg_authid is readable by superusers only, so anyone else just sets the password again.
+    """
+    import base64
+    import hashlib
+    import hmac
+
+    try:
+        with conn.transaction():
+            row = conn.execute("SELECT rolpassword FROM pg_authid WHERE rolname = %s", (role,)).fetchone()
+    except psycopg.Error:
+        return False
+    stored = row[0] if row else None
+    if not stored or not stored.startswith("SCRAM-SHA-256$"):
+        return False
+    try:
+        iterations_salt, keys = stored[len("SCRAM-SHA-256$"):].split("$", 1)
+        iterations, salt = iterations_salt.split(":", 1)
+        stored_key, server_key = keys.split(":", 1)
+        salted = hashlib.pbkdf2_hmac("sha256", password.encode(), base64.b64decode(salt), int(iterations))
+    except ValueError:
+        return False
+    client_key = hmac.new(salted, b"Client Key", hashlib.sha256).digest()
+    server = hmac.new(salted, b"Server Key", hashlib.sha256).digest()
+    return hmac.compare_digest(base64.b64encode(hashlib.sha256(client_key).digest()).decode(), stored_key) and \
+        hmac.compare_digest(base64.b64encode(server).decode(), server_key)
 
 
 def _snapshot(conn: psycopg.Connection[Any]) -> dict[str, Any]:

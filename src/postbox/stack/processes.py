@@ -122,6 +122,9 @@ class ManagedProcess:
                 cwd=str(cwd) if cwd else None,
                 start_new_session=True,
             )
+        # Between fork and exec, /proc/<pid>/cmdline is still ours (python's): wait for the exec so
+        # that `pid()` recognises the process by its marker from the first check on.
+        wait_until(lambda: proc.poll() is not None or self.marker in cmdline(proc.pid), 10, interval=0.02)
         self.pidfile.write_text(f"{proc.pid}\n")
         return proc.pid
 

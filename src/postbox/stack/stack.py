@@ -8,7 +8,10 @@ second `up` says "nothing to do" and touches nothing.
 
 from __future__ import annotations
 
+import fcntl
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -89,6 +92,12 @@ class LocalStack:
 
     # -- up ---------------------------------------------------------------------------------------------
     def up(self, progress: Progress, wait_timeout: float = 180.0) -> UpReport:
+        """Bring everything up; concurrent callers (two terminals, parallel test runs) take turns."""
+        self.layout.ensure()
+        with _exclusive(self.layout.run / "up.lock", progress):
+            return self._up(progress, wait_timeout)
+
+    def _up(self, progress: Progress, wait_timeout: float) -> UpReport:
         report = UpReport()
         started = time.monotonic()
         assert self.tools is not None
@@ -124,6 +133,7 @@ class LocalStack:
 
         created = self.postgres.ensure_database()
         changes = self._init_schema(secrets)
+        changes = [line for line in changes if not line.startswith("nothing to change")]
         report.steps.append(Step("database", "; ".join(changes) if (created or changes) else "up to date", bool(created or changes)))
 
         self.kafka.wait_ready(wait_timeout, on_wait=_ticker(progress, "kafka: waiting for the broker"))
@@ -145,10 +155,8 @@ class LocalStack:
         return report
 
     def _init_schema(self, secrets: dict[str, str]) -> list[str]:
-        try:
-            from postbox.db import init_database
-        except ModuleNotFoundError:  # TEMPORARY until the writer issue lands postbox.db
-            return _apply_sql_files(self.postgres.admin_url(), secrets)
+        from postbox.db import init_database
+
         return init_database(
             self.postgres.admin_url(),
             app_password=secrets["POSTBOX_APP_PASSWORD"],
@@ -244,6 +252,21 @@ def slot_status(database_url: str, slot_name: str = SLOT_NAME) -> dict[str, Any]
     }
 
 
+@contextmanager
+def _exclusive(lock_path: Path, progress: Progress) -> Iterator[None]:
+    """An advisory lock so that two `postbox up` never start two brokers or two workers."""
+    with open(lock_path, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            progress("another `postbox up` is running here; waiting for it to finish…")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def _connector_name() -> str:
     try:
         return ConnectorFile.load(connectors_dir() / OUTBOX_CONNECTOR_FILE).name
@@ -271,15 +294,3 @@ def _ticker(progress: Progress, label: str, with_state: bool = False):
             progress(f"{label}… {elapsed:.0f}s{suffix}")
 
     return tick
-
-
-def _apply_sql_files(admin_url: str, secrets: dict[str, str]) -> list[str]:  # TEMPORARY
-    import psycopg
-    from postbox.resources import schemas_dir
-
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        for path in sorted((schemas_dir() / "sql").glob("*.sql")):
-            conn.execute(path.read_text())
-        conn.execute(f"ALTER ROLE postbox_app PASSWORD '{secrets['POSTBOX_APP_PASSWORD']}'")
-        conn.execute(f"ALTER ROLE postbox_cdc PASSWORD '{secrets['POSTBOX_CDC_PASSWORD']}'")
-    return []

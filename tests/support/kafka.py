@@ -1,0 +1,85 @@
+"""Reading outbox topics in tests: bounded waits, unique consumer groups, no committed offsets."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, KafkaError, Message
+
+
+@dataclass(frozen=True)
+class Record:
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: dict[str, bytes | None]
+
+    @property
+    def event_id(self) -> str | None:
+        raw = self.headers.get("id")
+        return raw.decode() if raw else None
+
+
+def to_record(message: Message) -> Record:
+    return Record(
+        topic=message.topic(),
+        partition=message.partition(),
+        offset=message.offset(),
+        key=message.key(),
+        value=message.value(),
+        headers={k: v for k, v in (message.headers() or [])},
+    )
+
+
+def read_until(
+    bootstrap: str,
+    topic: str,
+    done: Callable[[list[Record]], bool],
+    timeout: float = 90.0,
+    linger: float = 0.0,
+) -> list[Record]:
+    """Read `topic` from the beginning until `done(records)` holds or `timeout` passes, then
+    `linger` seconds more (to catch duplicates that would follow).
+
+    Waits for the topic to exist (the Outbox Event Router creates it on first use); returns what
+    was read either way, so the assertion that follows shows what arrived.
+    """
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": f"test-{uuid.uuid4().hex}",
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        "topic.metadata.refresh.interval.ms": 500,
+    })
+    records: list[Record] = []
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not done(records):
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            if message.error():
+                if message.error().code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._PARTITION_EOF):
+                    continue
+                raise AssertionError(f"Kafka error while reading {topic}: {message.error()}")
+            records.append(to_record(message))
+        if linger and done(records):
+            end = time.monotonic() + linger
+            while time.monotonic() < end:
+                message = consumer.poll(0.2)
+                if message is not None and not message.error():
+                    records.append(to_record(message))
+    finally:
+        consumer.close()
+    return records
+
+
+def read_for(bootstrap: str, topic: str, seconds: float) -> list[Record]:
+    """Everything on `topic` that arrives within `seconds` (to show that nothing more comes)."""
+    return read_until(bootstrap, topic, lambda _records: False, timeout=seconds)
