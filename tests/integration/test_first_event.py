@@ -46,11 +46,13 @@ def test_rolled_back_transaction_produces_no_record(settings, pg_conn, unique):
     assert [r.event_id for r in records] == [sentinel]
 
 
-def test_row_inserted_and_deleted_in_one_transaction_is_published_once(settings, pg_conn, admin_conn, unique):
+def test_row_inserted_and_deleted_in_one_transaction_is_published_once(settings, admin_conn, unique):
+    # The delete-in-transaction retention policy (`postbox db init --retention delete` grants the
+    # app role DELETE); the default partitioned policy does not, so an owner connection plays the app.
     aggregate_type = f"delete{unique}"
-    with pg_conn.transaction():
-        event_id = insert_event(pg_conn, aggregate_type, "a-1", "Transient", b"kept in the WAL")
-        pg_conn.execute("DELETE FROM postbox.outbox WHERE id = %s", (event_id,))
+    with admin_conn.transaction():
+        event_id = insert_event(admin_conn, aggregate_type, "a-1", "Transient", b"kept in the WAL")
+        admin_conn.execute("DELETE FROM postbox.outbox WHERE id = %s", (event_id,))
 
     records = read_until(settings.kafka_bootstrap, f"outbox.event.{aggregate_type}", lambda rs: len(rs) >= 1, linger=3)
 

@@ -1,0 +1,78 @@
+"""docker compose cannot run here, so this keeps infra/docker-compose.yml in step with the local
+stack: the same versions, ports, connector file, and no secret written into the file."""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+import yaml
+
+from postbox import settings
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE = yaml.safe_load((ROOT / "infra" / "docker-compose.yml").read_text())
+SERVICES = COMPOSE["services"]
+POM_NS = {"m": "http://maven.apache.org/POM/4.0.0"}
+
+
+def _pom_property(pom: str, name: str) -> str:
+    tree = ET.parse(ROOT / "infra" / "maven" / pom / "pom.xml")
+    value = tree.getroot().find(f"m:properties/m:{name}", POM_NS)
+    assert value is not None, f"{pom}/pom.xml has no <{name}>"
+    return value.text.strip()
+
+
+def _host_ports(service: str) -> set[int]:
+    return {int(str(p).split(":")[-2]) for p in SERVICES[service].get("ports", [])}
+
+
+def test_image_versions_match_the_jars_of_the_local_stack():
+    kafka_version = _pom_property("kafka", "kafka.version")
+    debezium_version = _pom_property("debezium", "debezium.version")
+    assert SERVICES["kafka"]["image"] == f"apache/kafka:{kafka_version}"
+    assert SERVICES["connect"]["image"] == f"quay.io/debezium/connect:{debezium_version}"
+
+
+def test_ports_are_the_local_stack_defaults_on_loopback():
+    assert _host_ports("postgres") == {settings.LOCAL_PG_PORT}
+    assert _host_ports("redis") == {settings.LOCAL_REDIS_PORT}
+    assert _host_ports("kafka") == {settings.LOCAL_KAFKA_PORT}
+    assert _host_ports("connect") == {settings.LOCAL_CONNECT_PORT}
+    for service in SERVICES.values():
+        for port in service.get("ports", []):
+            assert str(port).startswith("127.0.0.1:"), f"{port} is published beyond loopback"
+
+
+def test_the_same_connector_file_is_registered_and_its_env_placeholders_are_provided():
+    setup = " ".join(SERVICES["setup"]["command"])
+    assert "connectors/outbox.json" in setup
+    connector = json.loads((ROOT / "connectors" / "outbox.json").read_text())
+    placeholders = set(re.findall(r"\$\{env:([A-Z0-9_]+)\}", json.dumps(connector)))
+    assert placeholders, "the connector is expected to take its connection from the environment"
+    assert placeholders <= set(SERVICES["connect"]["environment"]), "connect lacks env for the connector"
+
+
+def test_topic_routing_matches_what_consumers_subscribe_to():
+    config = json.loads((ROOT / "connectors" / "outbox.json").read_text())["config"]
+    assert config["transforms.outbox.route.topic.replacement"] == "outbox.event.${routedByValue}"
+    assert config["table.include.list"] == "postbox.outbox"
+
+
+def test_durability_and_logical_decoding_settings_match():
+    assert "wal_level=logical" in SERVICES["postgres"]["command"]
+    redis_cmd = SERVICES["redis"]["command"]
+    assert redis_cmd[redis_cmd.index("--appendfsync") + 1] == "always"
+    local_redis = (ROOT / "infra" / "local" / "redis.conf").read_text()
+    assert "appendonly yes" in local_redis
+
+
+@pytest.mark.parametrize("path", ["infra/docker-compose.yml", "connectors/outbox.json"])
+def test_no_password_is_written_into_the_file(path):
+    text = (ROOT / path).read_text()
+    for match in re.finditer(r"(?i)(password[A-Z_]*)\s*[:=]\s*\"?([^\s\"]+)", text):
+        value = match.group(2)
+        assert value.startswith("${"), f"{path}: {match.group(1)} has a literal value"
