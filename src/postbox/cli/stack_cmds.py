@@ -42,20 +42,22 @@ def up(
             "status": status,
         })
         return
-    table = Table(title="postbox local stack", show_lines=False)
-    for column in ("component", "this run", "listens on", "log"):
-        table.add_column(column)
     outcomes = {s.component: s.outcome for s in report.steps}
+    table = Table(title="postbox local stack", box=None, pad_edge=False)
+    for column in ("component", "this run", "listens on / state"):
+        table.add_column(column, no_wrap=True)
     for name in ("postgres", "redis", "kafka", "connect"):
-        table.add_row(name, outcomes.get(name, ""), status[name]["address"], status[name]["log"])
+        table.add_row(name, outcomes.get(name, ""), status[name]["address"])
     connector = status["connector"]
     table.add_row(
         f"connector {connector['name']}",
         outcomes.get(f"connector/{connector['name']}", ""),
-        f"{connector['state']} / task {status['task']['state']}",
-        status["connect"]["log"],
+        f"{connector['state']}, task {status['task']['state']}",
     )
     console.print(table)
+    console.print("logs:", highlight=False)
+    for name in ("postgres", "redis", "kafka", "connect"):
+        console.print(f"  {name:<9} {status[name]['log']}", highlight=False, soft_wrap=True)
     if report.changed:
         console.print(f"[green]stack is up[/] in {report.seconds:.1f} s")
     else:
@@ -76,13 +78,13 @@ def status(json_output: bool = typer.Option(False, "--json", help="Print the sta
     if json_output:
         print_json(data)
         return
-    table = Table(title=f"postbox local stack ({data['state_dir']})")
-    for column in ("component", "state", "address", "pid", "log"):
-        table.add_column(column)
+    table = Table(title=f"postbox local stack ({data['state_dir']})", box=None, pad_edge=False)
+    for column in ("component", "state", "address", "pid"):
+        table.add_column(column, no_wrap=True)
     for name in ("postgres", "redis", "kafka", "connect"):
         part = data[name]
         color = "green" if part["state"] == "running" else "red"
-        table.add_row(name, f"[{color}]{part['state']}[/]", part["address"], str(part["pid"] or ""), part["log"])
+        table.add_row(name, f"[{color}]{part['state']}[/]", part["address"], str(part["pid"] or ""))
     console.print(table)
     connector, task, slot = data["connector"], data["task"], data["slot"]
     console.print(f"connector {connector['name']}: {connector['state']}; task: {task['state']}"
@@ -91,6 +93,9 @@ def status(json_output: bool = typer.Option(False, "--json", help="Print the sta
     console.print(f"replication slot {slot.get('name', '')}: {slot['state']}"
                   + (f", lag {lag:,} bytes" if isinstance(lag, int) else ""))
     healthy = all(data[n]["state"] == "running" for n in ("postgres", "redis", "kafka", "connect")) and connector["state"] == "RUNNING"
+    console.print("logs:", highlight=False)
+    for name in ("postgres", "redis", "kafka", "connect"):
+        console.print(f"  {name:<9} {data[name]['log']}", highlight=False, soft_wrap=True)
     raise typer.Exit(0 if healthy else 1)
 
 

@@ -105,7 +105,8 @@ class LocalStack:
         secrets = ensure_secrets(self.layout.secrets_file)
 
         for jar_set in jars.jar_sets(self.layout):
-            progress(f"jars: resolving {jar_set.name} (Maven; first run downloads from Maven Central)…")
+            if not jar_set.up_to_date():
+                progress(f"jars: resolving {jar_set.name} with Maven (the first run downloads from Maven Central)…")
             resolved = jars.resolve(jar_set, self.tools.mvn, self.layout.log("maven"))
             report.steps.append(Step(f"jars/{jar_set.name}", "resolved" if resolved else "up to date", resolved))
 
