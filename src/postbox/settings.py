@@ -35,7 +35,16 @@ ENV_NAMES = {
 }
 
 
-@dataclass(frozen=True)
+def redact_url(url: str) -> str:
+    """The URL with its password replaced by ***, for anything printed or logged."""
+    parts = urlsplit(url)
+    if not parts.password:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return parts._replace(netloc=netloc).geturl()
+
+
+@dataclass(frozen=True, repr=False)
 class Settings:
     """The infrastructure endpoints postbox talks to."""
 
@@ -64,13 +73,19 @@ class Settings:
             elif name == "database_url" and (local := local_database_url()):
                 values[name], sources[name] = local, "local stack"
             else:
-                sources[name] = "default"
+                values[name], sources[name] = _local_default(name, env), "default"
         unknown = set(overrides) - set(ENV_NAMES)
         if unknown:
             raise TypeError(f"unknown setting(s): {', '.join(sorted(unknown))}")
         settings = cls(**values, sources=sources)
         settings.validate()
         return settings
+
+    def __repr__(self) -> str:
+        return (
+            f"Settings(database_url={redact_url(self.database_url)!r}, kafka_bootstrap={self.kafka_bootstrap!r}, "
+            f"redis_url={redact_url(self.redis_url)!r}, connect_url={redact_url(self.connect_url)!r})"
+        )
 
     def with_overrides(self, **overrides: str | None) -> "Settings":
         """Return a copy with the given non-empty values replaced (and validated)."""
@@ -116,6 +131,19 @@ def _check_bootstrap(value: str) -> None:
                 f"{var}={value!r}: {server.strip()!r} is not host:port",
                 fix=f"set {var} to a comma-separated list like {DEFAULT_KAFKA_BOOTSTRAP}",
             )
+
+
+def _local_default(name: str, env: Mapping[str, str]) -> str:
+    """The local stack's address for a setting, following POSTBOX_*_PORT when the stack was moved."""
+    def port(var: str, default: int) -> str:
+        return env.get(var) or str(default)
+
+    return {
+        "database_url": f"postgresql://postbox_app@127.0.0.1:{port('POSTBOX_PG_PORT', LOCAL_PG_PORT)}/postbox",
+        "kafka_bootstrap": f"127.0.0.1:{port('POSTBOX_KAFKA_PORT', LOCAL_KAFKA_PORT)}",
+        "redis_url": f"redis://127.0.0.1:{port('POSTBOX_REDIS_PORT', LOCAL_REDIS_PORT)}/0",
+        "connect_url": f"http://127.0.0.1:{port('POSTBOX_CONNECT_PORT', LOCAL_CONNECT_PORT)}",
+    }[name]
 
 
 def local_database_url() -> str | None:
