@@ -125,3 +125,69 @@ class EffectEngineError(EffectError):
 
 class TraceContextError(PostboxError):
     """A W3C traceparent value is malformed."""
+
+
+class IncidentError(PostboxError):
+    """Base class of the incident commands' expected failures (`postbox topics`, `trace`, `dlq`, ...)."""
+
+
+class KafkaUnavailableError(IncidentError):
+    """The Kafka brokers cannot be reached (or did not answer in time)."""
+
+
+class UnknownTopicError(IncidentError):
+    """A command named a topic that does not exist on the cluster."""
+
+
+class UnknownGroupError(IncidentError):
+    """A command named a consumer group that has no committed offsets and no members."""
+
+
+class GroupActiveError(IncidentError):
+    """An offset reset was refused because the consumer group still has members."""
+
+
+class UnsafeReplayError(IncidentError):
+    """A replay was refused: it could apply an event twice (dedupe marker may have expired) or skip events."""
+
+
+class AuditError(IncidentError):
+    """An audit record could not be written or read."""
+
+
+class ConsumerError(PostboxError):
+    """Base class of the consumer runtime's errors (`postbox.consumer`)."""
+
+
+class HandlerRegistrationError(ConsumerError, ValueError):
+    """A handler was registered twice for the same (aggregate type, event type), or is not callable
+    with ``(event, fx)``."""
+
+
+class NoHandlerError(ConsumerError):
+    """No handler is registered for an event's (aggregate type, event type) and the app has no
+    catch-all. Permanent: the record is dead-lettered with class ``UnknownEventType``."""
+
+    def __init__(self, message: str, *, aggregate_type: str, event_type: str, fix: str | None = None) -> None:
+        super().__init__(message, fix=fix)
+        self.aggregate_type = aggregate_type
+        self.event_type = event_type
+
+
+class HandlerError(ConsumerError):
+    """A handler raised after its in-place retries (permanent: dead-lettered as
+    ``HandlerError:<exception class>``). ``__cause__`` is the handler's last exception."""
+
+    def __init__(self, message: str, *, attempts: int, error: BaseException) -> None:
+        super().__init__(message)
+        self.attempts = attempts
+        self.error = error
+
+
+class DeadLetterError(ConsumerError):
+    """A dead letter could not be written (Kafka refused or did not acknowledge the produce).
+    Transient: the origin offset is not committed; the record is retried after a backoff."""
+
+
+class AppImportError(ConsumerError):
+    """``postbox consume MODULE:APP`` cannot import the module or find the app in it."""

@@ -1,0 +1,1 @@
+"""Consumer applications of this project: `postbox consume consumers.<module>:app`."""

@@ -1,0 +1,63 @@
+"""`postbox consume MODULE:APP`: run an app's handlers as one member of a consumer group.
+
+Every flag has an environment variable of the same name (``--batch-size`` ↔ ``POSTBOX_BATCH_SIZE``);
+flags win. Start several processes with the same ``--group`` to share the partitions.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+
+def consume(
+    app_spec: str = typer.Argument(..., metavar="MODULE:APP", help="e.g. consumers.billing:app (an App or a factory of one)"),
+    group: Optional[str] = typer.Option(None, "--group", help="consumer group (POSTBOX_GROUP; default: the App's name)"),
+    topics: Optional[str] = typer.Option(None, "--topics", help="comma-separated topics (POSTBOX_TOPICS; default: outbox.event.<aggregate> per handled aggregate)"),
+    kafka_bootstrap: Optional[str] = typer.Option(None, "--kafka-bootstrap", help="POSTBOX_KAFKA_BOOTSTRAP"),
+    redis_url: Optional[str] = typer.Option(None, "--redis-url", help="POSTBOX_REDIS_URL"),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="records per batch (POSTBOX_BATCH_SIZE, default 500)"),
+    batch_wait_ms: Optional[int] = typer.Option(None, "--batch-wait-ms", help="longest wait to fill a batch (POSTBOX_BATCH_WAIT_MS, default 100)"),
+    handler_retries: Optional[int] = typer.Option(None, "--handler-retries", help="in-place retries of a raising handler (POSTBOX_HANDLER_RETRIES, default 2)"),
+    backoff_base_ms: Optional[int] = typer.Option(None, "--backoff-base-ms", help="first transient-retry delay (POSTBOX_BACKOFF_BASE_MS, default 200)"),
+    backoff_max_ms: Optional[int] = typer.Option(None, "--backoff-max-ms", help="longest transient-retry delay (POSTBOX_BACKOFF_MAX_MS, default 30000)"),
+    marker_ttl: Optional[str] = typer.Option(None, "--marker-ttl", help="dedupe marker lifetime, e.g. 8d (POSTBOX_MARKER_TTL)"),
+    metrics_port: Optional[int] = typer.Option(None, "--metrics-port", help="Prometheus port, 0 = off (POSTBOX_METRICS_PORT)"),
+    metrics_host: Optional[str] = typer.Option(None, "--metrics-host", help="Prometheus bind address (POSTBOX_METRICS_HOST, default 127.0.0.1)"),
+    log_format: Optional[str] = typer.Option(None, "--log-format", help="text or json (POSTBOX_LOG_FORMAT)"),
+    log_level: Optional[str] = typer.Option(None, "--log-level", help="DEBUG, INFO, WARNING, ERROR (POSTBOX_LOG_LEVEL)"),
+    require_durable: Optional[str] = typer.Option(None, "--require-durable", help="true/false: refuse to commit unless Redis is durable (POSTBOX_REQUIRE_DURABLE, default true)"),
+    auto_offset_reset: Optional[str] = typer.Option(None, "--auto-offset-reset", help="earliest or latest, for a group without offsets (POSTBOX_AUTO_OFFSET_RESET)"),
+    session_timeout_ms: Optional[int] = typer.Option(None, "--session-timeout-ms", help="Kafka session timeout (POSTBOX_SESSION_TIMEOUT_MS, default 45000)"),
+    max_poll_interval_ms: Optional[int] = typer.Option(None, "--max-poll-interval-ms", help="POSTBOX_MAX_POLL_INTERVAL_MS, default 300000"),
+    schemas: Optional[str] = typer.Option(None, "--schemas", help="schemas folder (POSTBOX_SCHEMAS; default: the project's schemas/)"),
+    client_id: Optional[str] = typer.Option(None, "--client-id", help="Kafka client id (POSTBOX_CLIENT_ID)"),
+    check: bool = typer.Option(False, "--check", help="load the app and validate the configuration, print it, and exit"),
+) -> int:
+    """Consume outbox topics with the handlers of MODULE:APP, exactly once per group."""
+    from postbox.cli.output import print_json
+    from postbox.consumer import ConsumerConfig, ConsumerRuntime, load_app
+    from postbox.consumer.logs import configure
+
+    app = load_app(app_spec)
+    config = ConsumerConfig.load(
+        app=app,
+        group=group, topics=topics, kafka_bootstrap=kafka_bootstrap, redis_url=redis_url,
+        batch_size=batch_size, batch_wait_ms=batch_wait_ms, handler_retries=handler_retries,
+        backoff_base_ms=backoff_base_ms, backoff_max_ms=backoff_max_ms, marker_ttl=marker_ttl,
+        metrics_port=metrics_port, metrics_host=metrics_host, log_format=log_format, log_level=log_level,
+        require_durable=require_durable, auto_offset_reset=auto_offset_reset,
+        session_timeout_ms=session_timeout_ms, max_poll_interval_ms=max_poll_interval_ms,
+        schemas=schemas, client_id=client_id,
+    )  # fmt: skip
+    if check:
+        print_json({"app": app_spec, "handlers": [f"{r.aggregate_type}/{r.event_type} -> {r.name}" for r in app.routes],
+                    "config": config.describe(), "sources": dict(config.sources)})  # fmt: skip
+        return 0
+    configure(config.log_format, config.log_level)
+    return ConsumerRuntime(app, config).run()
+
+
+def register(app: typer.Typer) -> None:
+    app.command("consume", no_args_is_help=True)(consume)

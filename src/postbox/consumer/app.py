@@ -1,0 +1,225 @@
+"""The application object: which handler runs for which event.
+
+::
+
+    from postbox.consumer import App
+    from postbox.effects import aggregate_keys
+
+    app = App("billing")                                   # the default consumer group
+
+    @app.handler("order", "OrderPlaced")
+    def on_placed(event, fx):
+        k = aggregate_keys("order", event.aggregate_id)
+        fx.hset(k("state"), {"status": "placed"})
+
+    @app.handler("payment")                                # every event type of "payment"
+    async def on_payment(event, fx): ...
+
+    @app.handler("*", "Audit")                             # this event type on any aggregate
+    def on_audit(event, fx): ...
+
+    @app.catch_all
+    def everything_else(event, fx): ...
+
+A handler is ``handler(event: Event, fx: Effects) -> None``, sync or ``async``. It only *describes*
+what the event changes (on ``fx``); the runtime applies the descriptions of a whole batch through
+the effects engine, exactly once per group. Lookup order: exact (aggregate, event type), then the
+aggregate's wildcard, then the event type on any aggregate, then the catch-all. No match →
+:class:`~postbox.errors.NoHandlerError` (dead-lettered as ``UnknownEventType``).
+
+The app is itself a handler (``app(event, fx)`` dispatches and runs async handlers to completion),
+so ``EffectsHarness().deliver(app, event)`` tests the whole routing table without Kafka.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import re
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar, Union
+
+from postbox.effects import Effects
+from postbox.errors import HandlerRegistrationError, NoHandlerError
+from postbox.events import Event
+
+Handler = Callable[[Event, Effects], Union[None, Awaitable[None]]]
+H = TypeVar("H", bound=Callable[..., Any])
+
+ANY = "*"
+TOPIC_PREFIX = "outbox.event."
+_NAME = re.compile(r"[A-Za-z0-9._\-]+\Z")
+
+
+@dataclass(frozen=True)
+class Route:
+    """One registration: ``aggregate_type``/``event_type`` may be ``"*"``."""
+
+    aggregate_type: str
+    event_type: str
+    handler: Handler
+    is_async: bool
+
+    @property
+    def name(self) -> str:
+        return getattr(self.handler, "__qualname__", repr(self.handler))
+
+
+class App:
+    """A registry of handlers plus the app's defaults (group, topics, schemas folder).
+
+    ``name``: the default consumer group (``POSTBOX_GROUP``/``--group`` override it).
+    ``topics``: topics to read when ``POSTBOX_TOPICS`` is not set; by default
+    ``outbox.event.<aggregate_type>`` for every aggregate type a handler names.
+    ``schemas``: a schemas folder for decoding (default: the project's ``schemas/``).
+    ``reader_versions``: ``{(aggregate_type, event_type): version}`` to read an event into a pinned
+    schema version instead of the latest.
+    """
+
+    def __init__(
+        self,
+        name: str | None = None,
+        *,
+        topics: Iterable[str] | None = None,
+        schemas: Path | str | None = None,
+        reader_versions: dict[tuple[str, str], int] | None = None,
+    ) -> None:
+        self.name = name
+        self._topics = tuple(topics) if topics is not None else None
+        self.schemas = Path(schemas) if schemas is not None else None
+        self.reader_versions = dict(reader_versions or {})
+        self._routes: dict[tuple[str, str], Route] = {}
+        self._catch_all: Route | None = None
+
+    # -- registration ---------------------------------------------------------------------------
+
+    def handler(self, aggregate_type: str = ANY, event_type: str | Iterable[str] = ANY) -> Callable[[H], H]:
+        """Decorator: register a handler for ``aggregate_type`` and one or several event types.
+
+        ``"*"`` matches anything; ``app.handler()`` alone is the catch-all. Registering the same
+        pair twice raises :class:`HandlerRegistrationError` (a silent override hides bugs).
+        """
+        types = [event_type] if isinstance(event_type, str) else list(event_type)
+        if not types:
+            raise HandlerRegistrationError("app.handler(...) needs at least one event type (or '*')")
+
+        def register(func: H) -> H:
+            for et in types:
+                self.add(aggregate_type, et, func)
+            return func
+
+        return register
+
+    def catch_all(self, func: H) -> H:
+        """Decorator: the handler for events no other registration matches."""
+        self.add(ANY, ANY, func)
+        return func
+
+    def add(self, aggregate_type: str, event_type: str, func: Handler) -> None:
+        """Register ``func`` (the non-decorator form of :meth:`handler`)."""
+        for label, value in (("aggregate type", aggregate_type), ("event type", event_type)):
+            if not isinstance(value, str) or not value or (value != ANY and not _NAME.match(value)):
+                raise HandlerRegistrationError(
+                    f"{label} {value!r} for handler {_name(func)}: expected a name of letters, digits, '.', '_', '-' or '*'"
+                )
+        _check_signature(func)
+        route = Route(aggregate_type, event_type, func, _is_async(func))
+        if aggregate_type == ANY and event_type == ANY:
+            if self._catch_all is not None:
+                raise HandlerRegistrationError(
+                    f"a catch-all is already registered ({self._catch_all.name}); cannot add {_name(func)}"
+                )
+            self._catch_all = route
+            return
+        existing = self._routes.get((aggregate_type, event_type))
+        if existing is not None:
+            raise HandlerRegistrationError(
+                f"{aggregate_type}/{event_type} already has handler {existing.name}; cannot add {_name(func)}",
+                fix="register one handler per (aggregate type, event type) and call helpers from it",
+            )
+        self._routes[(aggregate_type, event_type)] = route
+
+    # -- lookup ------------------------------------------------------------------------------------
+
+    def route(self, aggregate_type: str, event_type: str) -> Route:
+        """The registration that handles this pair; :class:`NoHandlerError` when none does."""
+        routes = self._routes
+        found = (
+            routes.get((aggregate_type, event_type))
+            or routes.get((aggregate_type, ANY))
+            or routes.get((ANY, event_type))
+            or self._catch_all
+        )
+        if found is None:
+            known = ", ".join(f"{a}/{e}" for a, e in sorted(routes)) or "none"
+            raise NoHandlerError(
+                f"no handler for {aggregate_type}/{event_type} and no catch-all (handlers: {known})",
+                aggregate_type=aggregate_type,
+                event_type=event_type,
+                fix="register one with @app.handler(aggregate_type, event_type) or add @app.catch_all",
+            )
+        return found
+
+    @property
+    def routes(self) -> list[Route]:
+        """Every registration, the catch-all last."""
+        out = [self._routes[k] for k in sorted(self._routes)]
+        return out + ([self._catch_all] if self._catch_all else [])
+
+    @property
+    def aggregate_types(self) -> list[str]:
+        """The aggregate types named by handlers (wildcards excluded), sorted."""
+        return sorted({a for a, _ in self._routes if a != ANY})
+
+    def topics(self) -> list[str]:
+        """The app's own topic list, or ``outbox.event.<aggregate>`` per named aggregate type."""
+        if self._topics is not None:
+            return list(self._topics)
+        return [TOPIC_PREFIX + a for a in self.aggregate_types]
+
+    # -- calling -----------------------------------------------------------------------------------
+
+    def __call__(self, event: Event, fx: Effects) -> None:
+        """Dispatch one event and run its handler to completion (async handlers included).
+
+        For tests and scripts; the runtime dispatches a batch itself and runs async handlers of
+        one batch concurrently on its own event loop.
+        """
+        route = self.route(event.aggregate_type, event.event_type)
+        result = route.handler(event, fx)
+        if inspect.isawaitable(result):
+            asyncio.run(_await(result))
+
+    def __repr__(self) -> str:
+        return f"App({self.name!r}, {len(self._routes)} handler(s){', catch-all' if self._catch_all else ''})"
+
+
+async def _await(awaitable: Awaitable[Any]) -> Any:
+    return await awaitable
+
+
+def _name(func: Any) -> str:
+    return getattr(func, "__qualname__", None) or repr(func)
+
+
+def _is_async(func: Any) -> bool:
+    target = getattr(func, "__call__", None) if not inspect.isfunction(func) and not inspect.ismethod(func) else func
+    return inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(target)
+
+
+def _check_signature(func: Any) -> None:
+    if not callable(func):
+        raise HandlerRegistrationError(f"handler {func!r} is not callable")
+    try:
+        sig = inspect.signature(func)
+    except (TypeError, ValueError):
+        return  # builtins and some C callables: trust them
+    try:
+        sig.bind(object(), object())
+    except TypeError:
+        raise HandlerRegistrationError(
+            f"handler {_name(func)}{sig} cannot be called as handler(event, fx)",
+            fix="define it as `def handler(event: Event, fx: Effects) -> None` (or async def)",
+        ) from None

@@ -1,0 +1,272 @@
+"""The consumer's configuration: one dataclass, read from flags and environment, validated at start.
+
+Every field has an environment variable ``POSTBOX_<FIELD>`` and a flag ``--<field>`` with the same
+name (``batch_size`` ↔ ``POSTBOX_BATCH_SIZE`` ↔ ``--batch-size``); a flag wins over the variable,
+the variable over the app's own default, that over the built-in default. Infrastructure endpoints
+(``POSTBOX_KAFKA_BOOTSTRAP``, ``POSTBOX_REDIS_URL``) come from :class:`postbox.settings.Settings`.
+A value that cannot be used fails :meth:`ConsumerConfig.load` with a :class:`ConfigError` naming the
+variable or flag it came from.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field, fields
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+from postbox.errors import ConfigError
+from postbox.settings import Settings
+
+if TYPE_CHECKING:
+    from postbox.consumer.app import App
+
+LOG_FORMATS = ("text", "json")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+OFFSET_RESETS = ("earliest", "latest")
+_TOPIC = re.compile(r"[A-Za-z0-9._\-]{1,249}\Z")
+_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*\Z")
+_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
+
+
+def env_name(field_name: str) -> str:
+    return "POSTBOX_" + field_name.upper()
+
+
+def flag_name(field_name: str) -> str:
+    return "--" + field_name.replace("_", "-")
+
+
+@dataclass(frozen=True)
+class ConsumerConfig:
+    """How one consumer process runs. See docs/consumer.md for the reference table."""
+
+    #: Kafka consumer group; also the namespace of the dedupe markers in Redis.
+    group: str
+    #: Topics to read (default: the app's, i.e. ``outbox.event.<aggregate>`` per handled aggregate).
+    topics: tuple[str, ...]
+    kafka_bootstrap: str = Settings.kafka_bootstrap
+    redis_url: str = Settings.redis_url
+    #: Most records taken from Kafka per batch; one batch = one engine.apply (split into script
+    #: calls of 128 events) and one offset commit.
+    batch_size: int = 500
+    #: How long one poll waits to fill a batch (ms).
+    batch_wait_ms: int = 100
+    #: In-place retries of a raising handler before the event is dead-lettered (0 = none).
+    handler_retries: int = 2
+    #: Exponential backoff of transient failures: first delay and cap (ms); full jitter in [d/2, d].
+    backoff_base_ms: int = 200
+    backoff_max_ms: int = 30_000
+    #: Dedupe marker lifetime: keep it above the topics' retention (default 8 days).
+    marker_ttl: timedelta = timedelta(days=8)
+    #: Prometheus endpoint port (0 = off), served on ``metrics_host``.
+    metrics_port: int = 0
+    metrics_host: str = "127.0.0.1"
+    log_format: str = "text"
+    log_level: str = "INFO"
+    #: Refuse to commit offsets unless Redis acknowledges durably (AOF fsync / WAITAOF).
+    require_durable: bool = True
+    #: Where a group without committed offsets starts.
+    auto_offset_reset: str = "earliest"
+    #: Kafka group session timeout (ms): how soon a crashed member's partitions move.
+    session_timeout_ms: int = 45_000
+    #: Longest time between two polls before Kafka evicts this member (ms).
+    max_poll_interval_ms: int = 300_000
+    #: Schemas folder for Avro decoding (default: the app's, else the project's ``schemas/``).
+    schemas: Path | None = None
+    #: Kafka client id (default: ``postbox-<group>-<pid>``).
+    client_id: str | None = None
+    #: Where each value came from (``flag``, ``POSTBOX_X``, ``app``, ``default``), for logs.
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    # -- loading -----------------------------------------------------------------------------------
+
+    @classmethod
+    def load(
+        cls,
+        environ: Mapping[str, str] | None = None,
+        *,
+        app: "App | None" = None,
+        settings: Settings | None = None,
+        **flags: Any,
+    ) -> "ConsumerConfig":
+        """Flags (non-None keyword arguments) over ``POSTBOX_*`` variables over app defaults.
+
+        ``settings`` gives the Kafka/Redis endpoints (default ``Settings.load``; the flags
+        ``kafka_bootstrap`` and ``redis_url`` override them too).
+        """
+        env = os.environ if environ is None else environ
+        names = {f.name for f in fields(cls)} - {"sources"}
+        unknown = set(flags) - names
+        if unknown:
+            raise TypeError(f"unknown consumer setting(s): {', '.join(sorted(unknown))}")
+        if settings is None:
+            settings = Settings.load(
+                env, kafka_bootstrap=flags.get("kafka_bootstrap"), redis_url=flags.get("redis_url")
+            )
+        values: dict[str, Any] = {}
+        sources: dict[str, str] = {}
+        for f in fields(cls):
+            if f.name == "sources":
+                continue
+            raw, source = None, "default"
+            if flags.get(f.name) is not None:
+                raw, source = flags[f.name], flag_name(f.name)
+            elif f.name in ("kafka_bootstrap", "redis_url"):
+                raw, source = getattr(settings, f.name), settings.sources.get(f.name, "default")
+            elif env.get(env_name(f.name)):
+                raw, source = env[env_name(f.name)], env_name(f.name)
+            elif app is not None and f.name == "group" and app.name:
+                raw, source = app.name, "app"
+            elif app is not None and f.name == "topics" and app.topics():
+                raw, source = app.topics(), "app"
+            elif app is not None and f.name == "schemas" and app.schemas is not None:
+                raw, source = app.schemas, "app"
+            if raw is None:
+                continue
+            values[f.name] = _convert(f.name, raw, source)
+            sources[f.name] = source
+        for required in ("group", "topics"):
+            if required not in values:
+                raise ConfigError(*_MISSING[required])
+        config = cls(**values, sources=sources)
+        config.validate()
+        return config
+
+    def validate(self) -> None:
+        """Raise :class:`ConfigError` naming the setting whose value cannot be used."""
+        if not self.group or not _TOPIC.match(self.group):
+            self._fail("group", self.group, "a group id of letters, digits, '.', '_' or '-' (at most 249)")
+        if not self.topics:
+            self._fail("topics", "", "at least one topic")
+        for topic in self.topics:
+            if not _TOPIC.match(topic):
+                self._fail("topics", topic, "topic names of letters, digits, '.', '_' or '-' (at most 249)")
+            if topic.endswith(".dlq"):
+                self._fail("topics", topic, "origin topics, not dead-letter topics (a .dlq topic is written, never consumed here)")
+        self._range("batch_size", 1, 100_000)
+        self._range("batch_wait_ms", 0, 60_000)
+        self._range("handler_retries", 0, 100)
+        self._range("backoff_base_ms", 1, 3_600_000)
+        self._range("backoff_max_ms", self.backoff_base_ms, 3_600_000)
+        self._range("metrics_port", 0, 65535)
+        self._range("session_timeout_ms", 1_000, 3_600_000)
+        self._range("max_poll_interval_ms", self.session_timeout_ms, 86_400_000)
+        if self.marker_ttl < timedelta(minutes=1):
+            self._fail("marker_ttl", self.marker_ttl, "at least a minute (keep it above the topics' retention.ms)")
+        if self.log_format not in LOG_FORMATS:
+            self._fail("log_format", self.log_format, " or ".join(LOG_FORMATS))
+        if self.log_level not in LOG_LEVELS:
+            self._fail("log_level", self.log_level, ", ".join(LOG_LEVELS))
+        if self.auto_offset_reset not in OFFSET_RESETS:
+            self._fail("auto_offset_reset", self.auto_offset_reset, " or ".join(OFFSET_RESETS))
+        if self.schemas is not None and not Path(self.schemas).is_dir():
+            self._fail("schemas", self.schemas, "an existing folder of .avsc files")
+        Settings(kafka_bootstrap=self.kafka_bootstrap, redis_url=self.redis_url).validate()
+
+    def source(self, name: str) -> str:
+        """Where ``name`` was set: its flag, its variable, ``app`` or ``default``."""
+        return self.sources.get(name, "default")
+
+    def _range(self, name: str, low: int, high: int) -> None:
+        value = getattr(self, name)
+        if not low <= value <= high:
+            self._fail(name, value, f"a whole number from {low} to {high}")
+
+    def _fail(self, name: str, value: Any, expected: str) -> None:
+        where = self.source(name)
+        where = where if where not in ("default", "app") else f"{flag_name(name)} / {env_name(name)}"
+        raise ConfigError(f"{where}={value!s:.200}: expected {expected}", fix=f"set {flag_name(name)} or {env_name(name)}")
+
+    def describe(self) -> dict[str, Any]:
+        """The effective values (for the start-up log line)."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            if f.name == "sources":
+                continue
+            value = getattr(self, f.name)
+            if isinstance(value, timedelta):
+                value = f"{value.total_seconds():g}s"
+            elif isinstance(value, (tuple, Path)):
+                value = list(value) if isinstance(value, tuple) else str(value)
+            out[f.name] = value
+        return out
+
+
+_MISSING = {
+    "group": (
+        "no consumer group: set --group or POSTBOX_GROUP (or name the app: App('billing'))",
+        "e.g. postbox consume consumers.billing:app --group billing",
+    ),
+    "topics": (
+        "no topics to read: set --topics or POSTBOX_TOPICS, or register handlers for named aggregate types",
+        "e.g. --topics outbox.event.order,outbox.event.payment",
+    ),
+}
+
+
+def _convert(name: str, raw: Any, source: str) -> Any:
+    """Turn a flag or variable value into the field's type; ConfigError names ``source``."""
+    ints = {"batch_size", "batch_wait_ms", "handler_retries", "backoff_base_ms", "backoff_max_ms",
+            "metrics_port", "session_timeout_ms", "max_poll_interval_ms"}  # fmt: skip
+    try:
+        if name == "topics":
+            items = raw.split(",") if isinstance(raw, str) else list(raw)
+            topics = tuple(dict.fromkeys(t.strip() for t in items if t and t.strip()))
+            if not topics:
+                raise ValueError("no topic names")
+            return topics
+        if name in ints:
+            if isinstance(raw, bool):
+                raise ValueError("not a number")
+            if isinstance(raw, int):
+                return raw
+            text = str(raw).strip().replace("_", "")
+            if not re.fullmatch(r"-?\d+", text):
+                raise ValueError("not a whole number")
+            return int(text)
+        if name == "marker_ttl":
+            return parse_duration(raw)
+        if name == "require_durable":
+            return parse_bool(raw)
+        if name == "schemas":
+            return Path(raw).expanduser()
+        if name in ("log_format", "auto_offset_reset"):
+            return str(raw).strip().lower()
+        if name == "log_level":
+            return str(raw).strip().upper()
+        return str(raw).strip()
+    except ValueError as exc:
+        expected = {
+            "marker_ttl": "a duration such as 691200, 8d, 36h or 90m",
+            "require_durable": "true or false",
+            "topics": "comma-separated topic names",
+        }.get(name, "a whole number")
+        raise ConfigError(
+            f"{source}={raw!s:.200}: expected {expected} ({exc})", fix=f"set {flag_name(name)} or {env_name(name)}"
+        ) from None
+
+
+def parse_duration(raw: Any) -> timedelta:
+    """``691200`` (seconds), ``8d``, ``36h``, ``90m``, ``30s``, ``500ms`` or a timedelta."""
+    if isinstance(raw, timedelta):
+        return raw
+    if isinstance(raw, (int, float)) and not isinstance(raw, bool):
+        return timedelta(seconds=raw)
+    match = _DURATION.match(str(raw).lower())
+    if not match:
+        raise ValueError(f"cannot read {raw!r} as a duration")
+    return timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])
+
+
+def parse_bool(raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"cannot read {raw!r} as true/false")

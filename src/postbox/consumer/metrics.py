@@ -1,0 +1,71 @@
+"""Prometheus metrics of one consumer runtime (its own registry, so several runtimes can share a
+process in tests). ``serve(port)`` exposes them at ``http://<host>:<port>/metrics``."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+_E2E_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
+_BATCH_BUCKETS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
+
+
+class Metrics:
+    """Every metric the runtime records; names start with ``postbox_consumer_``."""
+
+    def __init__(self, group: str, registry: CollectorRegistry | None = None) -> None:
+        self.group = group
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.consumed = Counter("postbox_consumer_events_consumed", "Records taken from Kafka", ["group", "topic"], registry=r)
+        self.applied = Counter("postbox_consumer_events_applied", "Events whose effects were applied", ["group", "topic"], registry=r)
+        self.duplicates = Counter(
+            "postbox_consumer_duplicates_skipped", "Events skipped because their dedupe marker existed", ["group", "topic"], registry=r
+        )
+        self.failures = Counter(
+            "postbox_consumer_failures",
+            "Failures by class (kind=permanent: dead-lettered; kind=transient: retried)",
+            ["group", "topic", "error_class", "kind"],
+            registry=r,
+        )
+        self.dead_lettered = Counter("postbox_consumer_dead_lettered", "Records written to <topic>.dlq", ["group", "topic"], registry=r)
+        self.retries = Counter(
+            "postbox_consumer_retries", "Partition retries scheduled after a transient failure", ["group", "reason"], registry=r
+        )
+        self.handler_retries = Counter(
+            "postbox_consumer_handler_retries", "In-place retries of a raising handler", ["group"], registry=r
+        )
+        self.batch_size = Histogram("postbox_consumer_batch_size", "Records per batch", ["group"], buckets=_BATCH_BUCKETS, registry=r)
+        self.apply_seconds = Histogram(
+            "postbox_consumer_apply_seconds", "engine.apply duration per batch", ["group"], buckets=_LATENCY_BUCKETS, registry=r
+        )
+        self.end_to_end_seconds = Histogram(
+            "postbox_consumer_end_to_end_seconds",
+            "From the event's created_at header to its apply acknowledgement",
+            ["group"],
+            buckets=_E2E_BUCKETS,
+            registry=r,
+        )
+        self.lag = Gauge("postbox_consumer_lag", "High watermark minus committed position", ["group", "topic", "partition"], registry=r)
+        self.paused = Gauge("postbox_consumer_paused_partitions", "Partitions waiting out a backoff", ["group"], registry=r)
+        self.assigned = Gauge("postbox_consumer_assigned_partitions", "Partitions assigned to this process", ["group"], registry=r)
+        self.commits = Counter("postbox_consumer_commits", "Offset commits by result", ["group", "result"], registry=r)
+        self.rebalances = Counter("postbox_consumer_rebalances", "Partitions assigned/revoked/lost", ["group", "kind"], registry=r)
+
+    def serve(self, port: int, host: str = "127.0.0.1") -> None:
+        """Start the HTTP endpoint in a daemon thread."""
+        start_http_server(port, addr=host, registry=self.registry)
+
+    def value(self, name: str, **labels: str) -> float:
+        """A sample's current value (0 when absent) — for tests and the bench."""
+        found = self.registry.get_sample_value(name, {"group": self.group, **labels})
+        return found or 0.0
+
+    def total(self, name: str) -> float:
+        """The sum of a counter over all its label values."""
+        total = 0.0
+        for metric in self.registry.collect():
+            for sample in metric.samples:
+                if sample.name == name and sample.labels.get("group") == self.group:
+                    total += sample.value
+        return total

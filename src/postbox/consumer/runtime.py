@@ -1,0 +1,794 @@
+"""The consumer loop: Kafka batch → decode → handlers → one engine.apply → dead letters → commit.
+
+One thread, one ``confluent_kafka.Consumer`` (cooperative-sticky, manual offsets). Per batch:
+
+1. ``consume(batch_size)``; records of partitions that are revoked or waiting out a backoff are
+   dropped (they will be fetched again from the first unapplied offset).
+2. Each record is decoded (schema codec), turned into an :class:`~postbox.events.Event` and
+   routed; its handler fills a fresh :class:`~postbox.effects.Effects`. Async handlers of one batch
+   run concurrently on one event loop. A raising handler is retried in place
+   (``handler_retries``), each attempt with a fresh ``Effects``.
+3. One ``engine.apply`` for all events of the batch (the engine packs them into script calls of
+   128), then ``engine.durability()`` must hold (``require_durable``).
+4. Permanent failures (decode, unknown type, handler, failed effect) go to the failure stream and
+   ``<topic>.dlq``; the DLQ produce is acknowledged before anything is committed.
+5. Per partition, the offset after the last finished record is committed (asynchronously; the
+   revoke callback and shutdown commit synchronously).
+
+Transient failures (Redis refused or unreachable, durability not confirmed, DLQ produce not
+acknowledged, a handler raising a Redis connection error) stop the affected partitions at their
+first unfinished record: nothing at or after it is committed, the partition is paused and, after
+an exponential backoff with jitter, resumed and sought back to that record. Other partitions keep
+flowing. Re-applying is safe: events whose effects already landed come back as duplicates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+import redis
+from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, Message, TopicPartition
+
+from postbox.codec import AvroCodec, EventHeaders, decode_record
+from postbox.consumer.app import TOPIC_PREFIX, App, Route
+from postbox.consumer.backoff import Backoff
+from postbox.consumer.config import ConsumerConfig
+from postbox.consumer.deadletter import DeadLetters, Failure, one_line
+from postbox.consumer.logs import log_event
+from postbox.consumer.metrics import Metrics
+from postbox.effects import ApplyResult, Effects, EffectsEngine
+from postbox.errors import (
+    ConfigError,
+    DecodeError,
+    EffectEngineError,
+    InvalidEffectError,
+    NoHandlerError,
+    TransientEffectError,
+)
+from postbox.events import Event
+
+log = logging.getLogger("postbox.consumer")
+
+#: Commit failures that mean "this member's view of the group is stale": never fatal, the
+#: partitions' next owner re-reads from the last committed offset and its duplicates are skipped.
+REBALANCE_COMMIT_ERRORS = {
+    KafkaError.REBALANCE_IN_PROGRESS,
+    KafkaError.ILLEGAL_GENERATION,
+    KafkaError.UNKNOWN_MEMBER_ID,
+    KafkaError.FENCED_INSTANCE_ID,
+    KafkaError._ASSIGNMENT_LOST,
+}
+_TRANSIENT_HANDLER_ERRORS = (TransientEffectError, redis.ConnectionError, redis.TimeoutError)
+LAG_INTERVAL_S = 5.0
+
+EXIT_OK = 0
+EXIT_ENGINE_ERROR = 3
+
+
+class Stopped(Exception):
+    """Raised inside start-up waits when a stop was requested."""
+
+
+@dataclass(eq=False)
+class PartitionState:
+    topic: str
+    partition: int
+    #: The next offset to commit: every record before it is applied or dead-lettered.
+    done: int | None = None
+    #: The last offset sent in a commit (None: unknown, send again).
+    committed: int | None = None
+    #: Monotonic time at which a paused partition resumes; None while running.
+    resume_at: float | None = None
+    #: Where a paused partition restarts (its first unfinished record).
+    resume_offset: int | None = None
+    #: Consecutive transient failures (backoff exponent); 0 after a finished batch.
+    failures: int = 0
+    last_error: str = ""
+
+    @property
+    def paused(self) -> bool:
+        return self.resume_at is not None
+
+    def key(self) -> tuple[str, int]:
+        return (self.topic, self.partition)
+
+
+class _Item:
+    """One record on its way through a batch."""
+
+    __slots__ = ("msg", "tp", "offset", "event", "route", "fx", "failure", "attempts", "coro_index")
+
+    def __init__(self, msg: Message) -> None:
+        self.msg = msg
+        self.tp = (msg.topic(), msg.partition())
+        self.offset: int = msg.offset()
+        self.event: Event | None = None
+        self.route: Route | None = None
+        self.fx: Effects | None = None
+        self.failure: Failure | None = None
+        self.attempts = 0
+
+
+class ConsumerRuntime:
+    """Runs an :class:`App` against Kafka and Redis with ``config``. See the module docs.
+
+    ``redis_client``: a ``redis.Redis``/``RedisCluster`` with bytes replies (default: from
+    ``config.redis_url``). ``install_signals``: handle SIGTERM/SIGINT (main thread only) by
+    finishing the batch, committing and leaving the group; otherwise call :meth:`stop`.
+    ``kafka_overrides``: extra librdkafka consumer properties.
+    """
+
+    def __init__(
+        self,
+        app: App,
+        config: ConsumerConfig,
+        *,
+        redis_client: "redis.Redis | redis.RedisCluster | None" = None,
+        metrics: Metrics | None = None,
+        install_signals: bool = True,
+        kafka_overrides: dict[str, Any] | None = None,
+    ) -> None:
+        self.app = app
+        self.config = config
+        self.metrics = metrics or Metrics(config.group)
+        self.install_signals = install_signals
+        self.kafka_overrides = dict(kafka_overrides or {})
+        self.redis = redis_client or redis.Redis.from_url(
+            config.redis_url, socket_timeout=10, socket_connect_timeout=5, health_check_interval=30
+        )
+        self.engine = EffectsEngine(self.redis, config.group, marker_ttl=config.marker_ttl)
+        self.backoff = Backoff(config.backoff_base_ms / 1000, config.backoff_max_ms / 1000)
+        self.client_id = config.client_id or f"postbox-{config.group}-{os.getpid()}"
+        self.states: dict[tuple[str, int], PartitionState] = {}
+        self.consumer: Consumer | None = None
+        self.dead_letters: DeadLetters | None = None
+        self.codec: AvroCodec | None = None
+        self._stop = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._next_lag = 0.0
+        self._last_kafka_error = ("", 0.0)
+        self._m_topic: dict[str, tuple[Any, Any, Any, Any]] = {}
+        #: Set once the consumer has subscribed (tests and the bench wait on it).
+        self.ready = threading.Event()
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Ask the loop to finish its batch, commit and leave (thread-safe, idempotent)."""
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def run(self) -> int:
+        """Run until :meth:`stop` (or a signal). Returns the process exit code."""
+        previous = self._install_signals() if self.install_signals else {}
+        try:
+            return self._run()
+        except Stopped:
+            return EXIT_OK
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def _run(self) -> int:
+        cfg = self.config
+        log_event(log, logging.INFO, "consumer starting", app=repr(self.app), **cfg.describe())
+        self.codec = self._load_codec()
+        self._wait_for_redis()
+        if cfg.metrics_port:
+            self.metrics.serve(cfg.metrics_port, cfg.metrics_host)
+            log_event(log, logging.INFO, "metrics endpoint up", url=f"http://{cfg.metrics_host}:{cfg.metrics_port}/metrics")
+        self.dead_letters = DeadLetters(cfg.kafka_bootstrap, cfg.group, client_id=self.client_id + "-dlq")
+        self.consumer = Consumer(self._kafka_config())
+        self._loop = asyncio.new_event_loop()
+        code = EXIT_OK
+        try:
+            self.consumer.subscribe(
+                list(cfg.topics), on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
+            )
+            self.ready.set()
+            log_event(log, logging.INFO, "consumer subscribed", group=cfg.group, topics=",".join(cfg.topics))
+            while not self._stop.is_set():
+                self._resume_due()
+                messages = self.consumer.consume(cfg.batch_size, self._poll_timeout())
+                if messages:
+                    self._process(messages)
+                self._commit()
+                self._update_lag()
+        except EffectEngineError as exc:
+            log_event(log, logging.ERROR, "effects engine error: stopping without committing the batch", error=str(exc))
+            code = EXIT_ENGINE_ERROR
+        finally:
+            self._shutdown(commit=code == EXIT_OK)
+        return code
+
+    def _shutdown(self, *, commit: bool) -> None:
+        if self.consumer is not None:
+            if commit:
+                self._commit(sync=True)
+            try:
+                self.consumer.close()  # leaves the group; the revoke callback commits nothing new
+            except (KafkaException, RuntimeError) as exc:
+                log.warning("closing the Kafka consumer: %s", exc)
+            self.consumer = None
+        if self.dead_letters is not None:
+            self.dead_letters.close()
+        if self._loop is not None:
+            self._loop.close()
+            self._loop = None
+        log_event(log, logging.INFO, "consumer stopped", group=self.config.group)
+
+    def _install_signals(self) -> dict[int, Any]:
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+        previous: dict[int, Any] = {}
+
+        def handler(signum: int, _frame: Any) -> None:
+            if self._stop.is_set():  # a second signal: stop now (uncommitted work is redelivered)
+                raise KeyboardInterrupt
+            log_event(log, logging.INFO, "signal received: finishing the batch, committing, leaving the group", signal=signal.Signals(signum).name)
+            self._stop.set()
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            previous[sig] = signal.signal(sig, handler)
+        return previous
+
+    def _kafka_config(self) -> dict[str, Any]:
+        cfg = self.config
+        return {
+            "bootstrap.servers": cfg.kafka_bootstrap,
+            "group.id": cfg.group,
+            "client.id": self.client_id,
+            "partition.assignment.strategy": "cooperative-sticky",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": cfg.auto_offset_reset,
+            "session.timeout.ms": cfg.session_timeout_ms,
+            "heartbeat.interval.ms": max(500, cfg.session_timeout_ms // 5),
+            "max.poll.interval.ms": cfg.max_poll_interval_ms,
+            "topic.metadata.refresh.interval.ms": 5000,
+            "on_commit": self._on_commit,
+            "error_cb": self._on_kafka_error,
+            **self.kafka_overrides,
+        }
+
+    def _load_codec(self) -> AvroCodec | None:
+        from postbox.schemas import SchemaRepository
+
+        try:
+            repo = SchemaRepository.load(self.config.schemas) if self.config.schemas else SchemaRepository.default()
+        except ConfigError as exc:
+            log.warning("no schema repository (%s): Avro records will be dead-lettered as DecodeError", exc.message)
+            return None
+        return AvroCodec(repo)
+
+    def _wait_for_redis(self) -> None:
+        attempt = 0
+        while True:
+            try:
+                self.engine.load()
+                durability = self.engine.durability(refresh=True)
+                break
+            except TransientEffectError as exc:
+                attempt += 1
+                delay = self.backoff.delay(attempt)
+                log_event(log, logging.WARNING, "waiting for Redis", error=str(exc), attempt=attempt, retry_in_s=round(delay, 2))
+                if self._stop.wait(delay):
+                    raise Stopped() from None
+        if not durability.durable:
+            if self.config.require_durable:
+                raise ConfigError(
+                    f"Redis at {self.config.redis_url} is {durability}",
+                    fix="set appendonly yes and appendfsync always (or use Redis 7.2+ for WAITAOF), "
+                    "or accept possible double application after a Redis crash with --require-durable false",
+                )
+            log_event(log, logging.WARNING, "Redis is not durable: a Redis crash can lose acknowledged effects and markers", reason=durability.reason)
+        else:
+            log_event(log, logging.INFO, "Redis effects are durable", method=durability.method)
+
+    # -- rebalance callbacks (run inside consume(), between batches) --------------------------------
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        consumer.incremental_assign(partitions)
+        consumer.resume(partitions)  # a partition paused before it was revoked starts fresh
+        for tp in partitions:
+            self.states[(tp.topic, tp.partition)] = PartitionState(tp.topic, tp.partition)
+        self.metrics.rebalances.labels(self.config.group, "assigned").inc(len(partitions))
+        self.metrics.assigned.labels(self.config.group).set(len(self.states))
+        log_event(log, logging.INFO, "partitions assigned", partitions=_show(partitions), total=len(self.states))
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        # No batch is in flight here (one thread: callbacks run inside consume()), so every
+        # state's ``done`` is final: commit exactly what was applied or dead-lettered.
+        keys = [(tp.topic, tp.partition) for tp in partitions]
+        self._commit(sync=True, only=keys)
+        for key in keys:
+            self.states.pop(key, None)
+            try:
+                self.metrics.lag.remove(self.config.group, key[0], str(key[1]))
+            except KeyError:
+                pass
+        self.metrics.rebalances.labels(self.config.group, "revoked").inc(len(partitions))
+        self._refresh_gauges()
+        log_event(log, logging.INFO, "partitions revoked", partitions=_show(partitions), total=len(self.states))
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        # Lost (session expired): another member may own them already; committing would fail or,
+        # worse, move its offsets. Drop the state; the new owner re-reads from the last commit.
+        for tp in partitions:
+            self.states.pop((tp.topic, tp.partition), None)
+        self.metrics.rebalances.labels(self.config.group, "lost").inc(len(partitions))
+        self._refresh_gauges()
+        log_event(log, logging.WARNING, "partitions lost (session timed out); their uncommitted records go to the next owner", partitions=_show(partitions))
+
+    def _on_commit(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        failed = [tp for tp in partitions if tp.error is not None]
+        if err is None and not failed:
+            self.metrics.commits.labels(self.config.group, "ok").inc()
+            return
+        code = err.code() if err is not None else failed[0].error.code()
+        if code == KafkaError._NO_OFFSET:
+            return
+        self.metrics.commits.labels(self.config.group, "rebalance" if code in REBALANCE_COMMIT_ERRORS else "error").inc()
+        for tp in failed or partitions:
+            state = self.states.get((tp.topic, tp.partition))
+            if state is not None:
+                state.committed = None  # send again with the next commit
+        log_event(log, logging.WARNING, "offset commit failed; it is retried with the next commit (records past it are redelivered, then skipped as duplicates)", error=str(err or failed[0].error))
+
+    def _on_kafka_error(self, err: KafkaError) -> None:
+        if err.fatal():
+            log_event(log, logging.ERROR, "fatal Kafka error", error=str(err))
+            self._stop.set()
+            return
+        text, when = self._last_kafka_error
+        now = time.monotonic()
+        if str(err) != text or now - when > 30:
+            self._last_kafka_error = (str(err), now)
+            log_event(log, logging.WARNING, "Kafka client error (retrying)", error=str(err))
+
+    # -- the batch ---------------------------------------------------------------------------------
+
+    def _process(self, messages: list[Message]) -> None:
+        items: list[_Item] = []
+        for msg in messages:
+            err = msg.error()
+            if err is not None:
+                self._record_error(err)
+                continue
+            state = self.states.get((msg.topic(), msg.partition()))
+            if state is None or state.resume_at is not None:
+                continue  # revoked, or waiting out a backoff: fetched again after the seek
+            items.append(_Item(msg))
+        if not items:
+            return
+        self.metrics.batch_size.labels(self.config.group).observe(len(items))
+        for item in items:
+            self._topic_metrics(item.tp[0])[0].inc()
+
+        #: Per partition: the first offset that must not be committed (transient failure).
+        blocked: dict[tuple[str, int], tuple[int, str, str]] = {}
+
+        def block(tp: tuple[str, int], offset: int, reason: str, error: str) -> None:
+            if tp not in blocked or offset < blocked[tp][0]:
+                blocked[tp] = (offset, reason, error)
+
+        def is_blocked(item: _Item) -> bool:
+            b = blocked.get(item.tp)
+            return b is not None and item.offset >= b[0]
+
+        # 1. decode and route
+        for item in items:
+            self._prepare(item)
+
+        # 2. handlers (sync in order; async of the whole batch concurrently)
+        pending: list[_Item] = []
+        for item in items:
+            if item.route is None or is_blocked(item):
+                continue
+            if item.route.is_async:
+                pending.append(item)
+                continue
+            self._run_sync(item)
+            if item.failure is not None and item.failure.kind == "transient":
+                block(item.tp, item.offset, "handler", item.failure.error)
+        if pending:
+            assert self._loop is not None
+            self._loop.run_until_complete(self._gather(pending))
+            for item in pending:
+                if item.failure is not None and item.failure.kind == "transient":
+                    block(item.tp, item.offset, "handler", item.failure.error)
+
+        # 3. one apply for the batch
+        to_apply = [i for i in items if i.fx is not None and i.failure is None and not is_blocked(i)]
+        if to_apply:
+            started = time.perf_counter()
+            try:
+                try:
+                    results = self.engine.apply([(i.event.id, i.fx) for i in to_apply])  # type: ignore[union-attr]
+                    durability = self.engine.durability()
+                except (redis.ConnectionError, redis.TimeoutError) as exc:
+                    raise TransientEffectError(f"Redis unreachable: {exc}", reason="connection") from exc
+                if not durability.durable and self.config.require_durable:
+                    raise TransientEffectError(f"Redis is {durability}", reason="not-durable")
+            except TransientEffectError as exc:
+                first: dict[tuple[str, int], int] = {}
+                for item in to_apply:
+                    first.setdefault(item.tp, item.offset)
+                for tp in first:
+                    # Everything of these partitions in this batch is unfinished from its first
+                    # record on (earlier failures included: nothing of them is committed either).
+                    batch_first = min(i.offset for i in items if i.tp == tp)
+                    block(tp, batch_first, exc.reason, str(exc))
+                results = None
+            else:
+                self.metrics.apply_seconds.labels(self.config.group).observe(time.perf_counter() - started)
+                self._account(to_apply, results)
+
+        # 4. permanent failures: failure stream, then DLQ (acknowledged) — before any commit
+        failed = [i for i in items if i.failure is not None and i.failure.kind == "permanent" and not is_blocked(i)]
+        if failed:
+            assert self.dead_letters is not None
+            try:
+                self.dead_letters.record(self.engine, [(i.msg, i.event.id if i.event else _header_id(i.msg), i.failure) for i in failed])  # type: ignore[misc]
+            except TransientEffectError as exc:
+                for item in failed:
+                    block(item.tp, item.offset, exc.reason, str(exc))
+                failed = [i for i in failed if not is_blocked(i)]
+            if failed:
+                outcome = self.dead_letters.send([(i.msg, i.failure) for i in failed])  # type: ignore[misc]
+                for item, error in zip(failed, outcome):
+                    if error is None:
+                        self._dead_lettered(item)
+                    else:
+                        block(item.tp, item.offset, "dlq", error)
+
+        # 5. what is finished per partition; back off the blocked ones
+        last: dict[tuple[str, int], int] = {}
+        for item in items:
+            last[item.tp] = item.offset
+        for tp, offset in last.items():
+            state = self.states.get(tp)
+            if state is None:
+                continue
+            if tp in blocked:
+                at, reason, error = blocked[tp]
+                state.done = at if state.done is None or at > state.done else state.done
+                self._pause(state, at, reason, error)
+            else:
+                state.done = offset + 1
+                state.failures = 0
+
+    def _prepare(self, item: _Item) -> None:
+        msg = item.msg
+        headers = msg.headers()
+        try:
+            meta = EventHeaders.parse(headers)
+            if not meta.event_id:
+                raise DecodeError(f"record {msg.topic()}[{msg.partition()}]@{msg.offset()} has no 'id' header (the event id is the dedupe key)")
+            aggregate_hint = meta.aggregate_type or _aggregate_from_topic(msg.topic())
+            reader_version = self.app.reader_versions.get((aggregate_hint, meta.event_type or "")) if self.app.reader_versions else None
+            decoded = decode_record(msg.value(), headers, reader_version=reader_version, codec=self.codec) if self.codec else _decode_without_schemas(msg.value(), headers)
+            event_type = decoded.event_type or meta.event_type
+            if not event_type:
+                raise DecodeError(f"record {msg.topic()}[{msg.partition()}]@{msg.offset()} has no 'event_type' header")
+            key = msg.key()
+            item.event = Event(
+                id=meta.event_id,
+                aggregate_type=meta.aggregate_type or decoded.aggregate_type or aggregate_hint,
+                aggregate_id=key.decode("utf-8", "replace") if key is not None else "",
+                event_type=event_type,
+                payload=decoded.payload,
+                headers={k: (v.decode("utf-8", "replace") if isinstance(v, bytes) else (v or "")) for k, v in (headers or [])},
+                topic=msg.topic(),
+                partition=msg.partition(),
+                offset=msg.offset(),
+                created_at=parse_created_at(meta.created_at),
+            )
+            item.route = self.app.route(item.event.aggregate_type, event_type)
+        except DecodeError as exc:
+            item.failure = Failure("DecodeError", str(exc.message))
+            self._failed(item)
+        except NoHandlerError as exc:
+            item.failure = Failure("UnknownEventType", exc.message)
+            self._failed(item)
+
+    def _run_sync(self, item: _Item) -> None:
+        route, event = item.route, item.event
+        assert route is not None and event is not None
+        retries = self.config.handler_retries
+        while True:
+            item.attempts += 1
+            fx = Effects()
+            try:
+                result = route.handler(event, fx)
+                if inspect.isawaitable(result):  # a sync callable returning a coroutine
+                    assert self._loop is not None
+                    self._loop.run_until_complete(_await(result))
+                item.fx = fx
+                return
+            except Exception as exc:  # noqa: BLE001 - every handler error is classified
+                if not self._handler_failed(item, exc, retries):
+                    return
+            time.sleep(self.backoff.delay(item.attempts) / 4)
+
+    async def _gather(self, items: list[_Item]) -> None:
+        await asyncio.gather(*(self._run_async(i) for i in items))
+
+    async def _run_async(self, item: _Item) -> None:
+        route, event = item.route, item.event
+        assert route is not None and event is not None
+        retries = self.config.handler_retries
+        while True:
+            item.attempts += 1
+            fx = Effects()
+            try:
+                await route.handler(event, fx)  # type: ignore[misc]
+                item.fx = fx
+                return
+            except Exception as exc:  # noqa: BLE001
+                if not self._handler_failed(item, exc, retries):
+                    return
+            await asyncio.sleep(self.backoff.delay(item.attempts) / 4)
+
+    def _handler_failed(self, item: _Item, exc: Exception, retries: int) -> bool:
+        """Classify a handler exception; True to retry in place."""
+        if isinstance(exc, _TRANSIENT_HANDLER_ERRORS):
+            item.failure = Failure(f"Transient:{type(exc).__name__}", one_line(str(exc)), item.attempts, kind="transient")
+            return False
+        if isinstance(exc, (InvalidEffectError, DecodeError)):
+            item.failure = Failure(type(exc).__name__, f"{item.route.name}: {one_line(str(exc))}", item.attempts)  # type: ignore[union-attr]
+            self._failed(item)
+            return False
+        if item.attempts <= retries:
+            self.metrics.handler_retries.labels(self.config.group).inc()
+            log_event(log, logging.WARNING, "handler raised; retrying in place", handler=item.route.name, error=f"{type(exc).__name__}: {exc}",  # type: ignore[union-attr]
+                      attempt=item.attempts, **_where(item))
+            return True
+        item.failure = Failure(
+            f"HandlerError:{type(exc).__name__}",
+            f"{item.route.name} raised {type(exc).__name__}: {one_line(str(exc))} (after {item.attempts} attempt(s))",  # type: ignore[union-attr]
+            item.attempts,
+        )
+        self._failed(item, exc_info=exc)
+        return False
+
+    def _account(self, items: list[_Item], results: list[ApplyResult]) -> None:
+        now = datetime.now(timezone.utc)
+        e2e = self.metrics.end_to_end_seconds.labels(self.config.group)
+        for item, result in zip(items, results):
+            metrics = self._topic_metrics(item.tp[0])
+            if result.applied:
+                metrics[1].inc()
+                created = item.event.created_at if item.event else None
+                if created is not None:
+                    e2e.observe(max(0.0, (now - created).total_seconds()))
+            elif result.duplicate:
+                metrics[2].inc()
+            else:
+                result.raise_for_failure() if result.undo_error else None  # EffectEngineError: stop
+                code = "CROSSSLOT" if result.cross_slot else _error_code(result.error)
+                where = f" at command {result.command_index} ({result.command})" if result.command_index is not None else ""
+                item.failure = Failure(f"EffectFailed:{code}", f"effect failed{where}: {result.error}", item.attempts or 1, recorded=not result.cross_slot)
+                item.fx = None
+                self._failed(item)
+
+    def _failed(self, item: _Item, exc_info: BaseException | None = None) -> None:
+        failure = item.failure
+        assert failure is not None
+        self.metrics.failures.labels(self.config.group, item.tp[0], failure.error_class, failure.kind).inc()
+        log_event(log, logging.WARNING, "permanent failure: dead-lettering", error_class=failure.error_class,
+                  error=failure.error, event_id=item.event.id if item.event else _header_id(item.msg), **_where(item))
+
+    def _dead_lettered(self, item: _Item) -> None:
+        self._topic_metrics(item.tp[0])[3].inc()
+
+    def _pause(self, state: PartitionState, offset: int, reason: str, error: str) -> None:
+        assert self.consumer is not None
+        state.failures += 1
+        delay = self.backoff.delay(state.failures)
+        tp = TopicPartition(state.topic, state.partition)
+        if state.resume_at is None:
+            self.consumer.pause([tp])
+        state.resume_at = time.monotonic() + delay
+        state.resume_offset = offset
+        state.last_error = error
+        self.metrics.retries.labels(self.config.group, reason).inc()
+        self.metrics.failures.labels(self.config.group, state.topic, f"Transient:{reason}", "transient").inc()
+        self._refresh_gauges()
+        log_event(log, logging.WARNING, "transient failure: partition paused, will retry from its first unfinished record",
+                  topic=state.topic, partition=state.partition, offset=offset, reason=reason, error=one_line(error, 300),
+                  attempt=state.failures, retry_in_s=round(delay, 2))
+
+    def _resume_due(self) -> None:
+        now = time.monotonic()
+        due = [s for s in self.states.values() if s.resume_at is not None and s.resume_at <= now]
+        if not due:
+            return
+        assert self.consumer is not None
+        for state in due:
+            tp = TopicPartition(state.topic, state.partition, state.resume_offset if state.resume_offset is not None else OFFSET_INVALID)
+            self.consumer.resume([TopicPartition(state.topic, state.partition)])
+            if state.resume_offset is not None:
+                try:
+                    self.consumer.seek(tp)
+                except KafkaException as exc:
+                    # Not fetchable yet (e.g. just assigned): pause again briefly.
+                    self.consumer.pause([TopicPartition(state.topic, state.partition)])
+                    state.resume_at = now + self.backoff.base_s
+                    log.debug("seek %s[%d]@%d failed (%s); retrying", state.topic, state.partition, state.resume_offset, exc)
+                    continue
+            state.resume_at = None
+            log_event(log, logging.INFO, "partition resumed", topic=state.topic, partition=state.partition, offset=state.resume_offset, attempt=state.failures)
+        self._refresh_gauges()
+
+    def _poll_timeout(self) -> float:
+        timeout = self.config.batch_wait_ms / 1000
+        if self.states and all(s.paused for s in self.states.values()):
+            soonest = min(s.resume_at for s in self.states.values())  # type: ignore[type-var]
+            return max(0.0, min(0.5, soonest - time.monotonic()))
+        return timeout
+
+    # -- offsets -----------------------------------------------------------------------------------
+
+    def _commit(self, *, sync: bool = False, only: Iterable[tuple[str, int]] | None = None) -> None:
+        if self.consumer is None:
+            return
+        keys = list(only) if only is not None else list(self.states)
+        offsets = []
+        for key in keys:
+            state = self.states.get(key)
+            if state is not None and state.done is not None and state.done != state.committed:
+                offsets.append(TopicPartition(state.topic, state.partition, state.done))
+        if not offsets:
+            return
+        try:
+            if sync:
+                result = self.consumer.commit(offsets=offsets, asynchronous=False) or []
+                bad = [tp for tp in result if tp.error is not None]
+                if bad:
+                    raise KafkaException(bad[0].error)
+                self.metrics.commits.labels(self.config.group, "ok").inc()
+            else:
+                self.consumer.commit(offsets=offsets, asynchronous=True)
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+            code = error.code() if error is not None else None
+            if code == KafkaError._NO_OFFSET:
+                return
+            if code in REBALANCE_COMMIT_ERRORS:
+                self.metrics.commits.labels(self.config.group, "rebalance").inc()
+                log_event(log, logging.WARNING, "offset commit refused during a rebalance; the next owner redelivers past the last commit and skips the duplicates",
+                          error=str(exc), partitions=_show(offsets))
+                return
+            self.metrics.commits.labels(self.config.group, "error").inc()
+            log_event(log, logging.ERROR, "offset commit failed; will retry", error=str(exc), partitions=_show(offsets))
+            return
+        for tp in offsets:
+            state = self.states.get((tp.topic, tp.partition))
+            if state is not None:
+                state.committed = tp.offset
+
+    # -- metrics helpers -----------------------------------------------------------------------------
+
+    def _topic_metrics(self, topic: str) -> tuple[Any, Any, Any, Any]:
+        found = self._m_topic.get(topic)
+        if found is None:
+            g, m = self.config.group, self.metrics
+            found = self._m_topic[topic] = (
+                m.consumed.labels(g, topic), m.applied.labels(g, topic), m.duplicates.labels(g, topic), m.dead_lettered.labels(g, topic)
+            )
+        return found
+
+    def _refresh_gauges(self) -> None:
+        g = self.config.group
+        self.metrics.assigned.labels(g).set(len(self.states))
+        self.metrics.paused.labels(g).set(sum(1 for s in self.states.values() if s.paused))
+
+    def _update_lag(self) -> None:
+        now = time.monotonic()
+        if now < self._next_lag or self.consumer is None:
+            return
+        self._next_lag = now + LAG_INTERVAL_S
+        for state in list(self.states.values()):
+            try:
+                _low, high = self.consumer.get_watermark_offsets(TopicPartition(state.topic, state.partition), cached=True)
+            except KafkaException:
+                continue
+            if high is None or high < 0:
+                continue
+            position = state.done if state.done is not None else state.committed
+            if position is None:
+                continue
+            self.metrics.lag.labels(self.config.group, state.topic, str(state.partition)).set(max(0, high - position))
+
+    def _record_error(self, err: KafkaError) -> None:
+        if err.code() in (KafkaError._PARTITION_EOF,):
+            return
+        if err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            log.debug("topic not there yet: %s", err)
+            return
+        if err.fatal():
+            raise KafkaException(err)
+        self._on_kafka_error(err)
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+
+
+async def _await(awaitable: Any) -> Any:
+    return await awaitable
+
+
+def _show(partitions: Iterable[TopicPartition]) -> str:
+    return ",".join(f"{tp.topic}[{tp.partition}]" + (f"@{tp.offset}" if tp.offset >= 0 else "") for tp in partitions)
+
+
+def _where(item: _Item) -> dict[str, Any]:
+    return {"topic": item.tp[0], "partition": item.tp[1], "offset": item.offset}
+
+
+def _header_id(msg: Message) -> str | None:
+    for key, value in msg.headers() or []:
+        if key == "id" and value:
+            return EventHeaders.parse([(key, value)]).event_id
+    return None
+
+
+def _aggregate_from_topic(topic: str) -> str:
+    return topic[len(TOPIC_PREFIX):] if topic.startswith(TOPIC_PREFIX) else topic
+
+
+def _decode_without_schemas(value: bytes | None, headers: Any):
+    from postbox.codec import JsonCodec, is_single_object
+
+    meta = EventHeaders.parse(headers)
+    if value is None:
+        raise DecodeError("record has no value (a tombstone)")
+    if is_single_object(value):
+        raise DecodeError("Avro record but this consumer has no schema repository", fix="set --schemas / POSTBOX_SCHEMAS")
+    return JsonCodec().decode(value, event_type=meta.event_type, aggregate_type=meta.aggregate_type)
+
+
+def _error_code(error: str | None) -> str:
+    """``WRONGTYPE Operation against ...`` → ``WRONGTYPE``; free text → ``ERR``."""
+    if not error:
+        return "ERR"
+    head = error.split(" ", 1)[0].strip(":")
+    return head if head.isupper() and head.replace("_", "").isalpha() else "ERR"
+
+
+def parse_created_at(text: str | None) -> datetime | None:
+    """The ``created_at`` header: ISO-8601 (``Z`` or offset), or epoch millis/micros; None if unreadable."""
+    if not text:
+        return None
+    text = text.strip()
+    try:
+        if text.lstrip("-").isdigit():
+            number = int(text)
+            seconds = number / 1_000_000 if abs(number) > 10**14 else number / 1000
+            return datetime.fromtimestamp(seconds, timezone.utc)
+        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except (ValueError, OverflowError, OSError):
+        return None
+    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+
+def run(app: App, config: ConsumerConfig | None = None, **kwargs: Any) -> int:
+    """Run ``app`` until SIGTERM/SIGINT with ``config`` (default: ``ConsumerConfig.load(app=app)``)."""
+    return ConsumerRuntime(app, config or ConsumerConfig.load(app=app), **kwargs).run()
+
+
+__all__ = ["ConsumerRuntime", "PartitionState", "parse_created_at", "run"]
