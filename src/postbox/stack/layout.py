@@ -65,8 +65,15 @@ class StackLayout:
 
     # -- PostgreSQL (owned by the postgres OS user when we run as root) ---------------------------
     @property
-    def pg_home(self) -> Path:
+    def pg_link(self) -> Path:
+        """`.postbox/postgres`: the folder itself, or a link to it when it had to live elsewhere."""
         return self.root / "postgres"
+
+    @property
+    def pg_home(self) -> Path:
+        """The real PostgreSQL folder (link resolved: the server must see a path it can traverse)."""
+        link = self.pg_link
+        return link.resolve() if link.is_symlink() else link
 
     @property
     def pg_data(self) -> Path:

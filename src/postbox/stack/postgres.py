@@ -80,7 +80,7 @@ class LocalPostgres:
 
     def _prepare_home(self) -> None:
         ids = self._server_uid_gid()
-        home = self.layout.pg_home
+        home = self.layout.pg_link
         if home.exists() or home.is_symlink():
             return
         home.parent.mkdir(parents=True, exist_ok=True)
@@ -189,7 +189,7 @@ class LocalPostgres:
             return True
 
     def destroy(self) -> None:
-        home = self.layout.pg_home
+        home = self.layout.pg_link
         if home.is_symlink():
             shutil.rmtree(home.resolve(), ignore_errors=True)
             home.unlink()
