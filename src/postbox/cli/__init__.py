@@ -60,10 +60,19 @@ def main() -> None:
     except Exception as exc:  # click usage errors arrive here in non-standalone mode
         import click
 
-        if isinstance(exc, click.exceptions.UsageError):
+        usage: tuple[type, ...] = (click.exceptions.UsageError,)
+        clicks: tuple[type, ...] = (click.exceptions.ClickException,)
+        try:  # typer >= 0.20 vendors click as typer._click: its exceptions are other classes
+            from typer._click import exceptions as typer_click
+
+            usage += (typer_click.UsageError,)
+            clicks += (typer_click.ClickException,)
+        except ImportError:
+            pass
+        if isinstance(exc, usage):
             exc.show()
             sys.exit(2)
-        if isinstance(exc, click.exceptions.ClickException):
+        if isinstance(exc, clicks):
             exc.show()
             sys.exit(exc.exit_code)
         raise

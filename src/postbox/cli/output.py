@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from postbox.errors import PostboxError
 
@@ -21,6 +22,6 @@ def print_json(data: Any) -> None:
 
 def print_error(exc: PostboxError) -> None:
     """One line naming what went wrong, then the fix when there is one."""
-    err_console.print(f"[bold red]error:[/] {exc.message}", highlight=False, markup=True)
+    err_console.print(f"[bold red]error:[/] {escape(exc.message)}", highlight=False, markup=True, soft_wrap=True)
     if exc.fix:
-        err_console.print(f"  [bold]fix:[/] {exc.fix}", highlight=False)
+        err_console.print(f"  [bold]fix:[/] {escape(exc.fix)}", highlight=False, soft_wrap=True)
