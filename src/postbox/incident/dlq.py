@@ -1,0 +1,318 @@
+"""Dead letters: reading ``<topic>.dlq`` topics and replaying selected records to their origin.
+
+The consumer runtime's contract: a dead letter keeps the original key, value and headers (``id``,
+``event_type``, ``aggregate_type``, ``created_at``, ``traceparent``) and adds ``postbox.error``,
+``postbox.error.class``, ``postbox.error.kind``, ``postbox.origin.topic``/``partition``/``offset``,
+``postbox.attempts``, ``postbox.group`` and ``postbox.failed_at``.
+
+Replaying sends the original key, value and headers (without the ``postbox.*`` error headers, with
+``postbox.replay.of`` naming the dead letter) back to the origin topic and partition. Consumers
+deduplicate by event id, so groups that already applied the event skip it — as long as their
+marker still exists. Markers expire after the marker TTL (8 days by default), counted from when
+the group applied the event, which is no earlier than the event's creation. So an event created
+less than ``TTL − margin`` ago is safe to replay; an older one may be applied twice by a group
+whose marker is gone, and replay refuses it without ``--force``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from postbox.codec import AvroCodec
+from postbox.errors import IncidentError, UnknownTopicError
+from postbox.incident.kafka import DLQ_SUFFIX, Kafka
+from postbox.incident.records import (
+    DLQ_HEADER_PREFIX,
+    REPLAY_OF_HEADER,
+    RecordView,
+    parse_iso,
+    render,
+    uuid7_time,
+)
+from postbox.incident.redis_state import human_duration, iso
+
+DEFAULT_MAX_SCAN = 200_000
+DEFAULT_SAFETY_MARGIN = timedelta(hours=1)
+
+
+@dataclass
+class DeadLetter:
+    record: RecordView
+
+    @property
+    def ref(self) -> str:
+        return f"{self.record.topic}:{self.record.partition}:{self.record.offset}"
+
+    def _h(self, name: str) -> str | None:
+        return self.record.header(name)
+
+    @property
+    def event_id(self) -> str | None:
+        return self.record.meta.event_id
+
+    @property
+    def error(self) -> str | None:
+        return self._h("postbox.error")
+
+    @property
+    def error_class(self) -> str | None:
+        return self._h("postbox.error.class")
+
+    @property
+    def group(self) -> str | None:
+        return self._h("postbox.group")
+
+    @property
+    def origin_topic(self) -> str:
+        topic = self._h("postbox.origin.topic")
+        if topic:
+            return topic
+        name = self.record.topic
+        return name[: -len(DLQ_SUFFIX)] if name.endswith(DLQ_SUFFIX) else name
+
+    @property
+    def origin_partition(self) -> int | None:
+        return _int(self._h("postbox.origin.partition"))
+
+    @property
+    def origin_offset(self) -> int | None:
+        return _int(self._h("postbox.origin.offset"))
+
+    @property
+    def attempts(self) -> int | None:
+        return _int(self._h("postbox.attempts"))
+
+    @property
+    def failed_at(self) -> datetime | None:
+        return parse_iso(self._h("postbox.failed_at"))
+
+    @property
+    def created_at(self) -> datetime | None:
+        """The event's creation: its header, else the UUIDv7 time, else when it failed / was written."""
+        return (
+            parse_iso(self.record.meta.created_at)
+            or uuid7_time(self.event_id)
+            or self.failed_at
+            or (datetime.fromtimestamp(self.record.timestamp_ms / 1000, tz=timezone.utc) if self.record.timestamp_ms else None)
+        )
+
+    def replay_headers(self) -> list[tuple[str, bytes | None]]:
+        kept = [(k, v) for k, v in self.record.raw_headers if not k.startswith(DLQ_HEADER_PREFIX)]
+        return kept + [(REPLAY_OF_HEADER, self.ref.encode())]
+
+    def as_dict(self, full: bool = False) -> dict[str, Any]:
+        data = {
+            "ref": self.ref,
+            "dlq_topic": self.record.topic,
+            "dlq_partition": self.record.partition,
+            "dlq_offset": self.record.offset,
+            "dead_lettered_at": self.record.timestamp,
+            "event_id": self.event_id,
+            "event_type": self.record.meta.event_type,
+            "aggregate_type": self.record.meta.aggregate_type,
+            "key": self.record.key,
+            "created_at": iso(self.created_at),
+            "group": self.group,
+            "error": self.error,
+            "error_class": self.error_class,
+            "error_kind": self._h("postbox.error.kind"),
+            "origin": {"topic": self.origin_topic, "partition": self.origin_partition, "offset": self.origin_offset},
+            "attempts": self.attempts,
+            "failed_at": iso(self.failed_at),
+        }
+        if full:
+            data["record"] = self.record.as_dict()
+        return data
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def dlq_topics(kafka: Kafka, topic: str | None = None) -> list[str]:
+    """The DLQ topics to read: ``topic`` (an origin topic or its .dlq) or every ``*.dlq``."""
+    if topic:
+        name = topic if topic.endswith(DLQ_SUFFIX) else topic + DLQ_SUFFIX
+        if not kafka.topic_exists(name):
+            if topic.endswith(DLQ_SUFFIX) or not kafka.topic_exists(topic):
+                kafka.require_topic(name)  # raises UnknownTopicError with suggestions
+            raise UnknownTopicError(
+                f"topic {topic} has no dead-letter topic {name}: nothing was dead-lettered from it",
+                fix="`postbox dlq list` shows every dead-letter topic",
+            )
+        return [name]
+    return [t for t in kafka.topic_names() if t.endswith(DLQ_SUFFIX)]
+
+
+@dataclass
+class Selection:
+    event_ids: list[str] = field(default_factory=list)
+    error_class: str | None = None
+    group: str | None = None
+    everything: bool = False
+
+    def matches(self, letter: DeadLetter) -> bool:
+        if self.event_ids and letter.event_id not in self.event_ids:
+            return False
+        if self.error_class:
+            cls = letter.error_class or ""
+            if not (cls == self.error_class or cls.startswith(self.error_class + ":") or cls.split(":")[-1] == self.error_class):
+                return False
+        if self.group and letter.group != self.group:
+            return False
+        return True
+
+
+def read_dead_letters(
+    kafka: Kafka,
+    topics: list[str],
+    selection: Selection,
+    *,
+    since: datetime | None = None,
+    max_scan: int = DEFAULT_MAX_SCAN,
+    progress: Callable[[int, int], None] | None = None,
+    codec: AvroCodec | None = None,
+) -> tuple[list[DeadLetter], int, bool]:
+    """(matching dead letters, records scanned, complete) over ``topics``."""
+    codec = codec or AvroCodec()
+    starts, ends = {}, {}
+    for topic in topics:
+        marks = kafka.watermarks(topic)
+        from_time = kafka.offsets_for_time(topic, marks, int(since.timestamp() * 1000)) if since else {}
+        for p, (low, high) in marks.items():
+            starts[(topic, p)] = max(low, from_time.get(p, low))
+            ends[(topic, p)] = high
+    total = sum(ends[tp] - starts[tp] for tp in starts)
+    letters, scanned = [], 0
+    for msg in kafka.scan(starts, ends, max_records=max_scan, progress=progress):
+        scanned += 1
+        letter = DeadLetter(render(msg, codec))
+        if selection.matches(letter):
+            letters.append(letter)
+    letters.sort(key=lambda d: (d.record.timestamp_ms or 0, d.record.topic, d.record.partition, d.record.offset))
+    return letters, scanned, scanned >= total
+
+
+def find_by_ref(kafka: Kafka, ref: str, codec: AvroCodec | None = None) -> DeadLetter:
+    """The dead letter at ``topic:partition:offset``."""
+    topic, _, rest = ref.rpartition(":")
+    topic, _, part = topic.rpartition(":")
+    kafka.require_topic(topic)
+    msg = kafka.read_one(topic, int(part), int(rest))
+    if msg is None or msg.offset() != int(rest):
+        raise IncidentError(f"no record at {ref}", fix="`postbox dlq list` shows the dead letters and their refs")
+    return DeadLetter(render(msg, codec))
+
+
+@dataclass
+class ReplayItem:
+    letter: DeadLetter
+    topic: str
+    partition: int | None
+    age: timedelta | None
+    status: str  # "ready" | "unsafe" | "duplicate" | "no-origin"
+    reason: str = ""
+    applied_by: list[dict[str, Any]] = field(default_factory=list)
+    sent: dict[str, Any] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "ref": self.letter.ref,
+            "event_id": self.letter.event_id,
+            "error_class": self.letter.error_class,
+            "group": self.letter.group,
+            "to": {"topic": self.topic, "partition": self.partition},
+            "created_at": iso(self.letter.created_at),
+            "age_seconds": round(self.age.total_seconds()) if self.age is not None else None,
+            "status": self.status,
+            "reason": self.reason,
+            "applied_by": self.applied_by,
+            "sent": self.sent,
+        }
+
+
+def plan_replay(
+    kafka: Kafka,
+    letters: list[DeadLetter],
+    *,
+    marker_ttl: timedelta,
+    margin: timedelta = DEFAULT_SAFETY_MARGIN,
+    force: bool = False,
+    now: datetime | None = None,
+) -> list[ReplayItem]:
+    """One item per dead letter: where it goes and whether replaying it is safe."""
+    now = now or datetime.now(timezone.utc)
+    items: list[ReplayItem] = []
+    seen: dict[tuple[str, str | None], ReplayItem] = {}
+    partitions_of: dict[str, int] = {}
+    # newest dead letter of an event first, so a duplicate points at the one that is replayed
+    for letter in sorted(letters, key=lambda d: -(d.record.timestamp_ms or 0)):
+        topic = letter.origin_topic
+        if topic not in partitions_of:
+            partitions_of[topic] = len(kafka.partitions(topic)) if kafka.topic_exists(topic) else 0
+        created = letter.created_at
+        age = now - created if created else None
+        partition = letter.origin_partition
+        if partition is not None and not 0 <= partition < partitions_of[topic]:
+            partition = None  # partition count changed: let the key choose (murmur2, like Java)
+        item = ReplayItem(letter, topic, partition, age, "ready")
+        dedupe = (topic, letter.event_id)
+        if letter.event_id and dedupe in seen:
+            item.status, item.reason = "duplicate", f"same event as {seen[dedupe].letter.ref} (replayed once)"
+        elif partitions_of[topic] == 0:
+            item.status, item.reason = "no-origin", f"origin topic {topic} does not exist"
+        elif age is None:
+            item.status = "unsafe" if not force else "ready"
+            item.reason = "creation time unknown: cannot tell whether dedupe markers still exist"
+        elif age >= marker_ttl - margin:
+            item.status = "unsafe" if not force else "ready"
+            item.reason = (
+                f"created {human_duration(age)} ago; dedupe markers live {human_duration(marker_ttl)}"
+                f" (margin {human_duration(margin)}): a group that applied it may apply it again"
+                + (" (--force given)" if force else "")
+            )
+        if letter.event_id and dedupe not in seen:
+            seen[dedupe] = item
+        items.append(item)
+    items.reverse()
+    return items
+
+
+def send(kafka: Kafka, items: list[ReplayItem]) -> int:
+    """Produce every ``ready`` item (acks=all, flushed); returns how many were acknowledged."""
+    producer = kafka.producer()
+    pending = [i for i in items if i.status == "ready"]
+
+    for item in pending:
+        def delivered(err: Any, msg: Any, item: ReplayItem = item) -> None:
+            if err is not None:
+                item.sent = {"error": str(err)}
+            else:
+                item.sent = {"topic": msg.topic(), "partition": msg.partition(), "offset": msg.offset()}
+
+        kwargs: dict[str, Any] = {}
+        if item.partition is not None:
+            kwargs["partition"] = item.partition
+        producer.produce(
+            item.topic, key=item.letter.record.raw_key, value=item.letter.record.raw_value,
+            headers=item.letter.replay_headers(), on_delivery=delivered, **kwargs,
+        )
+        producer.poll(0)
+    remaining = producer.flush(max(kafka.timeout * 3, 15))
+    ok = 0
+    for item in pending:
+        if item.sent is None:
+            item.sent = {"error": "no delivery report (broker did not acknowledge in time)"}
+        if "error" in item.sent:
+            item.status = "failed"
+        else:
+            item.status = "sent"
+            ok += 1
+    del remaining
+    return ok

@@ -1,0 +1,178 @@
+"""`postbox doctor`: every precondition of the pipeline, one line each, with the fix when it fails.
+
+Checks are read-only except "scripts loadable", which SCRIPT LOADs the apply script (it only
+adds the script to Redis's script cache, as every consumer does at start).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from postbox.errors import PostboxError
+from postbox.settings import Settings
+
+SLOT = "postbox_outbox"
+PUBLICATION = "postbox_outbox"
+
+
+@dataclass
+class Check:
+    name: str
+    status: str  # ok | warn | fail | skip
+    detail: str
+    fix: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"check": self.name, "status": self.status, "detail": self.detail, "fix": self.fix}
+
+
+def run_checks(settings: Settings, connector_name: str, kafka_factory: Callable[[], Any]) -> list[Check]:
+    checks: list[Check] = []
+    checks += _postgres(settings)
+    checks += _connect(settings, connector_name)
+    checks.append(_kafka(kafka_factory))
+    checks += _redis(settings)
+    checks.append(_schemas())
+    return checks
+
+
+def _guard(name: str, fn: Callable[[], Check | list[Check]]) -> list[Check]:
+    try:
+        result = fn()
+    except PostboxError as exc:
+        return [Check(name, "fail", exc.message, exc.fix)]
+    except Exception as exc:  # a check must report, never crash the report
+        return [Check(name, "fail", f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}")]
+    return result if isinstance(result, list) else [result]
+
+
+def _postgres(settings: Settings) -> list[Check]:
+    import psycopg
+
+    try:
+        conn = psycopg.connect(settings.database_url, connect_timeout=5, autocommit=True)
+    except psycopg.Error as exc:
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else "connection failed"
+        fix = "start it with `postbox up`, or fix POSTBOX_DATABASE_URL"
+        return [Check("postgres reachable", "fail", text, fix)] + [
+            Check(n, "skip", "PostgreSQL unreachable") for n in ("wal_level", "replication slot", "publication")
+        ]
+    out = [Check("postgres reachable", "ok", f"{conn.info.user}@{conn.info.host}:{conn.info.port}/{conn.info.dbname}")]
+    with conn:
+        wal = conn.execute("SHOW wal_level").fetchone()[0]
+        out.append(Check("wal_level", "ok" if wal == "logical" else "fail", f"wal_level = {wal}",
+                         None if wal == "logical" else "ALTER SYSTEM SET wal_level = logical; then restart PostgreSQL"))
+        row = conn.execute(
+            "SELECT active, wal_status, pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint, plugin"
+            " FROM pg_replication_slots WHERE slot_name = %s", (SLOT,),
+        ).fetchone()
+        if row is None:
+            out.append(Check("replication slot", "fail", f"slot {SLOT} does not exist",
+                             "register the connector (`postbox connector apply`): Debezium creates the slot"))
+        else:
+            active, wal_status, lag, plugin = row
+            status = "ok" if active and wal_status in ("reserved", "extended") else ("fail" if wal_status == "lost" else "warn")
+            fix = None
+            if wal_status == "lost":
+                fix = "the slot lost WAL it needed: events were lost; recreate the slot and resnapshot (see docs/incident.md)"
+            elif not active:
+                fix = "no connector task reads the slot: `postbox connector status`, then `postbox connector restart`"
+            out.append(Check("replication slot", status,
+                             f"{SLOT}: {'active' if active else 'inactive'}, wal_status {wal_status}, plugin {plugin}, lag {lag:,} bytes", fix))
+        pub = conn.execute(
+            "SELECT p.pubinsert, p.pubviaroot, EXISTS (SELECT 1 FROM pg_publication_tables t WHERE t.pubname = p.pubname"
+            " AND t.schemaname = 'postbox' AND t.tablename = 'outbox') FROM pg_publication p WHERE p.pubname = %s",
+            (PUBLICATION,),
+        ).fetchone()
+        if pub is None:
+            out.append(Check("publication", "fail", f"publication {PUBLICATION} does not exist", "run `postbox db init`"))
+        else:
+            ok = pub[0] and pub[1] and pub[2]
+            out.append(Check("publication", "ok" if ok else "fail",
+                             f"{PUBLICATION}: inserts {'on' if pub[0] else 'OFF'}, via partition root {'on' if pub[1] else 'OFF'},"
+                             f" postbox.outbox {'included' if pub[2] else 'MISSING'}",
+                             None if ok else "run `postbox db init` (it repairs the publication)"))
+    return out
+
+
+def _connect(settings: Settings, name: str) -> list[Check]:
+    from postbox.connect_client import ConnectClient
+
+    def check() -> list[Check]:
+        with ConnectClient(settings.connect_url, timeout=5) as client:
+            state = client.status(name)
+        if state is None:
+            return [Check("connector", "fail", f"connector {name} is not registered at {settings.connect_url}",
+                          "`postbox connector apply`")]
+        out = [Check("connector", "ok" if state.connector_state == "RUNNING" else "fail",
+                     f"{name}: {state.connector_state} on {state.worker}",
+                     None if state.connector_state == "RUNNING" else "`postbox connector restart`")]
+        if not state.tasks:
+            out.append(Check("connector tasks", "fail", "no tasks", "`postbox connector restart`"))
+        for task in state.tasks:
+            trace = (task.get("trace") or "").strip().splitlines()
+            out.append(Check(f"connector task {task['id']}", "ok" if task["state"] == "RUNNING" else "fail",
+                             task["state"] + (f": {trace[0]}" if trace else ""),
+                             None if task["state"] == "RUNNING" else "fix the cause above, then `postbox connector restart`"))
+        return out
+
+    return _guard("connector", check)
+
+
+def _kafka(kafka_factory: Callable[[], Any]) -> Check:
+    def check() -> Check:
+        kafka = kafka_factory()
+        try:
+            brokers = kafka.ping()
+            topics = [t for t in kafka.topic_names() if t.startswith("outbox.event.")]
+        finally:
+            kafka.close()
+        dlqs = [t for t in topics if t.endswith(".dlq")]
+        return Check("kafka reachable", "ok", f"{brokers} broker(s); {len(topics) - len(dlqs)} outbox topic(s), {len(dlqs)} DLQ(s)")
+
+    return _guard("kafka reachable", check)[0]
+
+
+def _redis(settings: Settings) -> list[Check]:
+    import redis
+
+    from postbox.effects import EffectsEngine, check_durability
+
+    client = redis.Redis.from_url(settings.redis_url, socket_connect_timeout=3, socket_timeout=10)
+    try:
+        try:
+            client.ping()
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            return [Check("redis reachable", "fail", f"{settings.redis_url}: {exc}", "start it with `postbox up`, or fix POSTBOX_REDIS_URL"),
+                    Check("redis persistence", "skip", "Redis unreachable"), Check("scripts loadable", "skip", "Redis unreachable")]
+        version = client.info("server").get("redis_version", "?")
+        out = [Check("redis reachable", "ok", f"{settings.redis_url} (Redis {version})")]
+        verdict = check_durability(client)
+        out.append(Check("redis persistence", "ok" if verdict.durable else "warn", f"{verdict.method}: {verdict.reason}",
+                         None if verdict.durable else "CONFIG SET appendonly yes; CONFIG SET appendfsync always (and persist it in redis.conf)"))
+
+        def load() -> Check:
+            engine = EffectsEngine(client, group="postbox-doctor")
+            sha = engine.load()
+            return Check("scripts loadable", "ok", f"apply_effects.lua + {len(engine.script.functions)} effect function(s): sha {sha[:12]}")
+
+        out += _guard("scripts loadable", load)
+        return out
+    finally:
+        client.close()
+
+
+def _schemas() -> Check:
+    def check() -> Check:
+        from postbox.resources import schemas_dir
+        from postbox.schemas.compat import check_folder
+
+        report = check_folder(schemas_dir())
+        if report.ok:
+            return Check("schemas compatible", "ok", f"{len(report.schemas)} schema(s) in {report.directory}: all compatible")
+        return Check("schemas compatible", "fail", f"{len(report.problems)} problem(s): {report.problems[0]}",
+                     "`postbox schemas check` shows them all")
+
+    return _guard("schemas compatible", check)[0]

@@ -1,0 +1,489 @@
+"""Kafka inspection for the incident commands: topics, offsets, retention, consumer groups.
+
+Built on confluent-kafka's AdminClient (metadata, configs, list_offsets, consumer groups) and a
+Consumer that is only ever *assigned* partitions: it never joins a group and never commits, so
+reading a topic during an incident changes nothing on the cluster. librdkafka's own log lines are
+silenced (a stopped broker must give one readable error, not a screen of connection retries).
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec, ResourceType
+
+from postbox.errors import KafkaUnavailableError, UnknownGroupError, UnknownTopicError
+
+#: Seconds to wait for any one broker answer (POSTBOX_KAFKA_TIMEOUT overrides).
+DEFAULT_TIMEOUT = 5.0
+OUTBOX_PREFIX = "outbox.event."
+DLQ_SUFFIX = ".dlq"
+#: Consumer group ids this tool uses for its own assigned-only consumers (never committed).
+CLI_GROUP_PREFIX = "postbox-cli-"
+#: Offset value librdkafka uses for "no committed offset".
+NO_OFFSET = -1001
+
+
+def kafka_timeout() -> float:
+    raw = os.environ.get("POSTBOX_KAFKA_TIMEOUT")
+    try:
+        return float(raw) if raw else DEFAULT_TIMEOUT
+    except ValueError:
+        return DEFAULT_TIMEOUT
+
+
+def _quiet_logger() -> logging.Logger:
+    logger = logging.getLogger("postbox.kafka.client")
+    if not logger.handlers:
+        logger.addHandler(logging.NullHandler())
+    logger.propagate = False
+    return logger
+
+
+def client_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
+    """Common librdkafka settings: quiet logs, errors collected instead of printed."""
+    return {
+        "bootstrap.servers": bootstrap,
+        "logger": _quiet_logger(),
+        "error_cb": lambda err: None,
+        "socket.connection.setup.timeout.ms": 5000,
+        **extra,
+    }
+
+
+@dataclass(frozen=True)
+class PartitionOffsets:
+    partition: int
+    low: int
+    high: int
+    leader: int | None = None
+
+    @property
+    def messages(self) -> int:
+        """Records between the low and high watermark (exact unless compaction or transactions)."""
+        return max(0, self.high - self.low)
+
+
+@dataclass
+class TopicInfo:
+    name: str
+    partitions: list[PartitionOffsets]
+    retention_ms: int | None = None
+    cleanup_policy: str | None = None
+
+    @property
+    def messages(self) -> int:
+        return sum(p.messages for p in self.partitions)
+
+    @property
+    def kind(self) -> str:
+        if self.name.endswith(DLQ_SUFFIX):
+            return "dlq"
+        if self.name.startswith(OUTBOX_PREFIX):
+            return "outbox"
+        return "other"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "topic": self.name,
+            "kind": self.kind,
+            "partitions": [
+                {"partition": p.partition, "earliest": p.low, "latest": p.high, "messages": p.messages, "leader": p.leader}
+                for p in self.partitions
+            ],
+            "messages": self.messages,
+            "retention_ms": self.retention_ms,
+            "cleanup_policy": self.cleanup_policy,
+        }
+
+
+@dataclass
+class GroupMember:
+    member_id: str
+    client_id: str
+    host: str
+    assignments: list[tuple[str, int]] = field(default_factory=list)
+
+
+@dataclass
+class GroupInfo:
+    group: str
+    state: str
+    members: list[GroupMember]
+
+    @property
+    def active(self) -> bool:
+        return bool(self.members)
+
+
+class Kafka:
+    """One cluster connection (admin + an assign-only consumer), opened lazily, closed by close()."""
+
+    def __init__(self, bootstrap: str, timeout: float | None = None) -> None:
+        self.bootstrap = bootstrap
+        self.timeout = kafka_timeout() if timeout is None else timeout
+        self._admin: AdminClient | None = None
+        self._consumer: Consumer | None = None
+        self._metadata: Any = None
+
+    # -- plumbing -----------------------------------------------------------------------------------
+    @property
+    def admin(self) -> AdminClient:
+        if self._admin is None:
+            self._admin = AdminClient(client_config(self.bootstrap))
+        return self._admin
+
+    def consumer(self) -> Consumer:
+        """The assign-only reading consumer (no group membership, no commits)."""
+        if self._consumer is None:
+            self._consumer = new_reader(self.bootstrap)
+        return self._consumer
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            try:
+                self._consumer.close()
+            except Exception:  # closing must never hide the real outcome
+                pass
+            self._consumer = None
+
+    def __enter__(self) -> "Kafka":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def unavailable(self, exc: BaseException | str) -> KafkaUnavailableError:
+        detail = exc.args[0] if isinstance(exc, KafkaException) and exc.args else exc
+        text = detail.str() if isinstance(detail, KafkaError) else str(detail)
+        return KafkaUnavailableError(
+            f"Kafka at {self.bootstrap} did not answer within {self.timeout:g} s ({text})",
+            fix="start it with `postbox up`, or point POSTBOX_KAFKA_BOOTSTRAP / --kafka-bootstrap at a reachable broker",
+        )
+
+    def _result(self, future: Any) -> Any:
+        try:
+            return future.result(timeout=self.timeout + 1)
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if isinstance(error, KafkaError) and error.code() in (
+                KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN,
+                KafkaError.REQUEST_TIMED_OUT, KafkaError.COORDINATOR_NOT_AVAILABLE,
+            ):
+                raise self.unavailable(exc) from None
+            raise
+        except TimeoutError:
+            raise self.unavailable("request timed out") from None
+        except Exception as exc:
+            if type(exc).__name__ == "TimeoutError":
+                raise self.unavailable("request timed out") from None
+            raise
+
+    # -- metadata -----------------------------------------------------------------------------------
+    def metadata(self, refresh: bool = False) -> Any:
+        if self._metadata is None or refresh:
+            try:
+                self._metadata = self.admin.list_topics(timeout=self.timeout)
+            except KafkaException as exc:
+                raise self.unavailable(exc) from None
+        return self._metadata
+
+    def ping(self) -> int:
+        """Number of brokers that answered; KafkaUnavailableError when none did."""
+        return len(self.metadata(refresh=True).brokers)
+
+    def topic_names(self) -> list[str]:
+        return sorted(t for t in self.metadata().topics if not t.startswith("__"))
+
+    def require_topic(self, topic: str) -> Any:
+        """The topic's metadata; UnknownTopicError (with near names) when it does not exist."""
+        md = self.metadata()
+        meta = md.topics.get(topic)
+        if meta is None or (meta.error is not None and meta.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
+            names = self.topic_names()
+            near = difflib.get_close_matches(topic, names, n=3, cutoff=0.6)
+            hint = f"did you mean {', '.join(near)}?" if near else "`postbox topics` lists the topics"
+            raise UnknownTopicError(f"topic {topic!r} does not exist on {self.bootstrap}", fix=hint)
+        return meta
+
+    def partitions(self, topic: str) -> list[int]:
+        return sorted(self.require_topic(topic).partitions)
+
+    def topic_exists(self, topic: str) -> bool:
+        return topic in self.metadata().topics
+
+    # -- offsets ------------------------------------------------------------------------------------
+    def list_offsets(self, partitions: Iterable[TopicPartition], spec: Callable[[], OffsetSpec]) -> dict[tuple[str, int], int]:
+        request = {TopicPartition(tp.topic, tp.partition): spec() for tp in partitions}
+        if not request:
+            return {}
+        try:
+            futures = self.admin.list_offsets(request, request_timeout=self.timeout)
+        except KafkaException as exc:
+            raise self.unavailable(exc) from None
+        out: dict[tuple[str, int], int] = {}
+        for tp, future in futures.items():
+            info = self._result(future)
+            out[(tp.topic, tp.partition)] = info.offset
+        return out
+
+    def watermarks(self, topic: str, partitions: Iterable[int] | None = None) -> dict[int, tuple[int, int]]:
+        parts = list(self.partitions(topic) if partitions is None else partitions)
+        tps = [TopicPartition(topic, p) for p in parts]
+        low = self.list_offsets(tps, OffsetSpec.earliest)
+        high = self.list_offsets(tps, OffsetSpec.latest)
+        return {p: (low[(topic, p)], high[(topic, p)]) for p in parts}
+
+    def offsets_for_time(self, topic: str, partitions: Iterable[int], timestamp_ms: int) -> dict[int, int]:
+        """The first offset at or after ``timestamp_ms`` per partition (the high watermark when none)."""
+        parts = list(partitions)
+        found = self.list_offsets([TopicPartition(topic, p) for p in parts], lambda: OffsetSpec.for_timestamp(timestamp_ms))
+        marks = None
+        out: dict[int, int] = {}
+        for p in parts:
+            offset = found[(topic, p)]
+            if offset < 0:
+                marks = marks or self.watermarks(topic, parts)
+                offset = marks[p][1]
+            out[p] = offset
+        return out
+
+    def describe_topics(self, names: list[str]) -> list[TopicInfo]:
+        md = self.metadata()
+        tps = [TopicPartition(n, p) for n in names for p in sorted(md.topics[n].partitions)]
+        low = self.list_offsets(tps, OffsetSpec.earliest)
+        high = self.list_offsets(tps, OffsetSpec.latest)
+        configs = self.topic_configs(names)
+        infos = []
+        for name in names:
+            meta = md.topics[name]
+            parts = [
+                PartitionOffsets(p, low[(name, p)], high[(name, p)], meta.partitions[p].leader)
+                for p in sorted(meta.partitions)
+            ]
+            cfg = configs.get(name, {})
+            retention = cfg.get("retention.ms")
+            infos.append(TopicInfo(
+                name, parts,
+                retention_ms=int(retention) if retention not in (None, "") else None,
+                cleanup_policy=cfg.get("cleanup.policy"),
+            ))
+        return infos
+
+    def topic_configs(self, names: list[str]) -> dict[str, dict[str, str]]:
+        if not names:
+            return {}
+        resources = [ConfigResource(ResourceType.TOPIC, n) for n in names]
+        try:
+            futures = self.admin.describe_configs(resources, request_timeout=self.timeout)
+        except KafkaException as exc:
+            raise self.unavailable(exc) from None
+        out: dict[str, dict[str, str]] = {}
+        for resource, future in futures.items():
+            try:
+                entries = self._result(future)
+            except KafkaException:
+                continue
+            out[resource.name] = {k: v.value for k, v in entries.items()}
+        return out
+
+    # -- consumer groups ----------------------------------------------------------------------------
+    def group_ids(self) -> list[str]:
+        try:
+            future = self.admin.list_consumer_groups(request_timeout=self.timeout)
+        except KafkaException as exc:
+            raise self.unavailable(exc) from None
+        result = self._result(future)
+        return sorted(g.group_id for g in result.valid if not g.group_id.startswith(CLI_GROUP_PREFIX))
+
+    def committed(self, group: str) -> dict[tuple[str, int], int]:
+        """The group's committed offsets {(topic, partition): offset} (no entry where none is committed)."""
+        try:
+            futures = self.admin.list_consumer_group_offsets(
+                [ConsumerGroupTopicPartitions(group)], request_timeout=self.timeout
+            )
+        except KafkaException as exc:
+            raise self.unavailable(exc) from None
+        result = self._result(futures[group])
+        return {
+            (tp.topic, tp.partition): tp.offset
+            for tp in (result.topic_partitions or [])
+            if tp.offset >= 0 and tp.error is None
+        }
+
+    def describe_group(self, group: str) -> GroupInfo:
+        try:
+            futures = self.admin.describe_consumer_groups([group], request_timeout=self.timeout)
+        except KafkaException as exc:
+            raise self.unavailable(exc) from None
+        try:
+            desc = self._result(futures[group])
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if isinstance(error, KafkaError) and error.code() == KafkaError.GROUP_ID_NOT_FOUND:
+                return GroupInfo(group, "DEAD", [])
+            raise
+        members = []
+        for m in desc.members or []:
+            assigned = []
+            if m.assignment is not None:
+                assigned = [(tp.topic, tp.partition) for tp in m.assignment.topic_partitions]
+            members.append(GroupMember(m.member_id, m.client_id, m.host, assigned))
+        state = getattr(desc.state, "name", str(desc.state))
+        return GroupInfo(group, state, members)
+
+    def require_group(self, group: str) -> tuple[GroupInfo, dict[tuple[str, int], int]]:
+        info = self.describe_group(group)
+        committed = self.committed(group)
+        if not committed and not info.members:
+            groups = self.group_ids()
+            near = difflib.get_close_matches(group, groups, n=3, cutoff=0.6)
+            hint = f"did you mean {', '.join(near)}?" if near else "`postbox lag` lists the groups"
+            raise UnknownGroupError(f"consumer group {group!r} has no members and no committed offsets", fix=hint)
+        return info, committed
+
+    def groups_on_topic(self, topic: str, limit: int = 500) -> dict[str, dict[int, int]]:
+        """{group: {partition: committed offset}} for every group with commits on ``topic``."""
+        out: dict[str, dict[int, int]] = {}
+        for group in self.group_ids()[:limit]:
+            offsets = {p: o for (t, p), o in self.committed(group).items() if t == topic}
+            if offsets:
+                out[group] = offsets
+        return out
+
+    # -- reading ------------------------------------------------------------------------------------
+    def read_one(self, topic: str, partition: int, offset: int) -> Message | None:
+        """The record at (or first after) ``offset``, or None when there is none yet."""
+        found = self.read_first({(topic, partition): offset})
+        return found.get((topic, partition))
+
+    def read_first(self, positions: dict[tuple[str, int], int]) -> dict[tuple[str, int], Message]:
+        """One record per (topic, partition) at the given offsets (those that have one)."""
+        if not positions:
+            return {}
+        consumer = new_reader(self.bootstrap)
+        out: dict[tuple[str, int], Message] = {}
+        try:
+            consumer.assign([TopicPartition(t, p, o) for (t, p), o in positions.items()])
+            pending = set(positions)
+            deadline = time.monotonic() + self.timeout + 2
+            while pending and time.monotonic() < deadline:
+                for msg in consumer.consume(num_messages=500, timeout=0.5):
+                    where = (msg.topic(), msg.partition())
+                    if msg.error():
+                        if msg.error().code() == KafkaError._PARTITION_EOF:
+                            pending.discard(where)
+                        continue
+                    if where in pending:
+                        out[where] = msg
+                        pending.discard(where)
+                        consumer.incremental_unassign([TopicPartition(*where)])
+        finally:
+            consumer.close()
+        return out
+
+    def scan(
+        self,
+        starts: dict[tuple[str, int], int],
+        ends: dict[tuple[str, int], int],
+        *,
+        max_records: int,
+        progress: Callable[[int, int], None] | None = None,
+        stop: Callable[[], bool] | None = None,
+    ) -> Iterator[Message]:
+        """Every record from ``starts`` up to (excluding) ``ends`` per partition, at most ``max_records``.
+
+        Yields records as they arrive (partitions interleave); ``progress(scanned, total)`` is
+        called now and then; ``stop()`` ends the scan early.
+        """
+        todo = {tp: (starts[tp], ends[tp]) for tp in starts if ends.get(tp, 0) > starts[tp]}
+        if not todo:
+            return
+        total = min(max_records, sum(e - s for s, e in todo.values()))
+        consumer = new_reader(self.bootstrap)
+        scanned = 0
+        idle_deadline = time.monotonic() + self.timeout + 5
+        try:
+            consumer.assign([TopicPartition(t, p, s) for (t, p), (s, _) in todo.items()])
+            pending = set(todo)
+            while pending and scanned < max_records:
+                if stop is not None and stop():
+                    break
+                batch = consumer.consume(num_messages=1000, timeout=0.5)
+                if not batch:
+                    if time.monotonic() > idle_deadline:
+                        raise self.unavailable("no records arrived while reading")
+                    continue
+                idle_deadline = time.monotonic() + self.timeout + 5
+                finished: list[tuple[str, int]] = []
+                for msg in batch:
+                    where = (msg.topic(), msg.partition())
+                    if msg.error():
+                        if msg.error().code() == KafkaError._PARTITION_EOF:
+                            finished.append(where)
+                            continue
+                        if msg.error().code() in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN):
+                            raise self.unavailable(msg.error().str())
+                        continue
+                    if where not in pending:
+                        continue
+                    if msg.offset() >= todo[where][1]:
+                        finished.append(where)
+                        continue
+                    scanned += 1
+                    yield msg
+                    if msg.offset() >= todo[where][1] - 1:
+                        finished.append(where)
+                    if scanned >= max_records:
+                        break
+                for where in finished:
+                    if where in pending:
+                        pending.discard(where)
+                        consumer.incremental_unassign([TopicPartition(*where)])
+                if progress is not None:
+                    progress(scanned, total)
+        finally:
+            consumer.close()
+
+    # -- writing ------------------------------------------------------------------------------------
+    def producer(self) -> Producer:
+        return Producer(client_config(
+            self.bootstrap,
+            **{
+                "acks": "all",
+                "enable.idempotence": True,
+                "partitioner": "murmur2_random",  # the Java client's default: same key → same partition
+                "message.timeout.ms": int(max(self.timeout, 5) * 1000 * 2),
+            },
+        ))
+
+
+def new_reader(bootstrap: str) -> Consumer:
+    """A consumer for assign()-only reading: a throwaway group id, no commits, EOF events on."""
+    return Consumer(client_config(
+        bootstrap,
+        **{
+            "group.id": f"{CLI_GROUP_PREFIX}{uuid.uuid4().hex[:12]}",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+        },
+    ))

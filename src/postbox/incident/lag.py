@@ -1,0 +1,145 @@
+"""`postbox lag`: how far behind each consumer group is, and whether events reach Kafka at all.
+
+Per group and partition: committed offset, end offset, lag (end − committed; end − earliest when
+the group never committed there) and the age of the oldest unconsumed event (the timestamp of the
+record at the committed offset). Next to it, the other end of the pipeline: the Debezium
+replication slot's lag in WAL bytes, and the connector's and tasks' state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from postbox.errors import PostboxError
+from postbox.incident.kafka import OUTBOX_PREFIX, Kafka
+from postbox.incident.records import iso_ms
+
+MAX_AGE_LOOKUPS = 500
+
+
+@dataclass
+class PartitionLag:
+    topic: str
+    partition: int
+    committed: int | None
+    end: int
+    earliest: int
+    lag: int
+    oldest_unconsumed_ms: int | None = None
+
+    def as_dict(self, now_ms: int) -> dict[str, Any]:
+        age = (now_ms - self.oldest_unconsumed_ms) / 1000 if self.oldest_unconsumed_ms else None
+        return {
+            "topic": self.topic, "partition": self.partition, "committed": self.committed,
+            "end": self.end, "lag": self.lag,
+            "oldest_unconsumed_at": iso_ms(self.oldest_unconsumed_ms),
+            "oldest_unconsumed_age_seconds": round(age, 3) if age is not None else None,
+        }
+
+
+@dataclass
+class GroupLag:
+    group: str
+    state: str
+    members: int
+    partitions: list[PartitionLag] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return sum(p.lag for p in self.partitions)
+
+    def as_dict(self, now_ms: int) -> dict[str, Any]:
+        ages = [p.oldest_unconsumed_ms for p in self.partitions if p.oldest_unconsumed_ms]
+        oldest = min(ages) if ages else None
+        return {
+            "group": self.group, "state": self.state, "members": self.members, "lag": self.total,
+            "oldest_unconsumed_at": iso_ms(oldest),
+            "oldest_unconsumed_age_seconds": round((now_ms - oldest) / 1000, 3) if oldest else None,
+            "partitions": [p.as_dict(now_ms) for p in self.partitions],
+        }
+
+
+def group_lag(kafka: Kafka, groups: list[str] | None, *, all_topics: bool = False, topic: str | None = None) -> list[GroupLag]:
+    """Lag of ``groups`` (every group with commits on outbox topics when None)."""
+    explicit = groups is not None
+    names = groups if explicit else kafka.group_ids()
+    result: list[GroupLag] = []
+    for name in names:
+        if explicit:
+            info, committed = kafka.require_group(name)
+        else:
+            committed = kafka.committed(name)
+            info = None
+        wanted = {
+            tp: o for tp, o in committed.items()
+            if (topic is None or tp[0] == topic)
+            and (all_topics or explicit or tp[0].startswith(OUTBOX_PREFIX))
+        }
+        if info is not None:  # a running group's assignments count even before its first commit
+            for member in info.members:
+                for tp in member.assignments:
+                    if topic is None or tp[0] == topic:
+                        wanted.setdefault(tp, None)  # type: ignore[arg-type]
+        if not wanted:
+            continue
+        if info is None:
+            info = kafka.describe_group(name)
+        result.append(GroupLag(name, info.state, len(info.members), _partitions(kafka, wanted)))
+    _ages(kafka, [p for g in result for p in g.partitions])
+    return result
+
+
+def _partitions(kafka: Kafka, committed: dict[tuple[str, int], int | None]) -> list[PartitionLag]:
+    out = []
+    for topic in sorted({t for t, _ in committed}):
+        if not kafka.topic_exists(topic):
+            continue
+        marks = kafka.watermarks(topic, sorted(p for t, p in committed if t == topic))
+        for p, (low, high) in sorted(marks.items()):
+            offset = committed.get((topic, p))
+            base = offset if offset is not None and offset >= low else low
+            out.append(PartitionLag(topic, p, offset, high, low, max(0, high - base)))
+    return out
+
+
+def _ages(kafka: Kafka, parts: list[PartitionLag]) -> None:
+    """The timestamp of the first unconsumed record of each lagging partition (bounded)."""
+    lagging = [p for p in parts if p.lag > 0][:MAX_AGE_LOOKUPS]
+    positions = {}
+    for p in lagging:
+        start = p.committed if p.committed is not None and p.committed >= p.earliest else p.earliest
+        positions[(p.topic, p.partition)] = start
+    found = kafka.read_first(positions)
+    for p in lagging:
+        msg = found.get((p.topic, p.partition))
+        if msg is not None and msg.timestamp()[0]:
+            p.oldest_unconsumed_ms = msg.timestamp()[1]
+
+
+def pipeline_state(database_url: str, connect_url: str, connector: str) -> dict[str, Any]:
+    """The replication slot and the connector/tasks, each reported, never raised."""
+    from postbox.connect_client import ConnectClient
+    from postbox.stack.stack import slot_status
+
+    slot = slot_status(database_url)
+    state: dict[str, Any] = {"name": connector}
+    try:
+        with ConnectClient(connect_url, timeout=5) as client:
+            status = client.status(connector)
+        if status is None:
+            state.update(state="not registered", tasks=[])
+        else:
+            state.update(
+                state=status.connector_state, worker=status.worker,
+                tasks=[{"id": t["id"], "state": t["state"], "worker": t.get("worker_id"),
+                        "error": (t.get("trace") or "").strip().splitlines()[0] if t.get("trace") else None} for t in status.tasks],
+            )
+    except PostboxError as exc:
+        state.update(state="unreachable", error=exc.message, tasks=[])
+    return {"slot": slot, "connector": state}
+
+
+def now_ms() -> int:
+    return int(datetime.now(timezone.utc).timestamp() * 1000)

@@ -1,0 +1,219 @@
+"""What Redis knows about an event for a consumer group: its dedupe marker and its failure records.
+
+The marker ``postbox:{<anchor>}:seen:<group>:<event id>`` exists once the group applied the event
+(it is written in the same script as the effects) and expires after the group's marker TTL. The
+anchor is the hash tag of the event's first effect key; handlers built with ``aggregate_keys``
+use ``<aggregate_type>:<aggregate_id>``, events without keys use the event id. Other anchors are
+found with a bounded ``SCAN MATCH postbox:*:seen:<group>:<event id>``.
+
+The marker's value carries no time, but its remaining TTL does: applied ≈ now − (TTL − PTTL).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import redis
+
+from postbox.effects.engine import DEFAULT_MARKER_TTL
+from postbox.effects.keys import KeyLayout, _glob_escape
+from postbox.errors import ConfigError, IncidentError
+
+NAMESPACE = "postbox"
+MARKER_TTL_ENV = "POSTBOX_MARKER_TTL"
+DEFAULT_SCAN_KEYS = 2_000_000
+FAILURE_SCAN_ENTRIES = 20_000
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$")
+_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400, None: 1}
+
+
+def parse_duration(text: str, what: str = "duration") -> timedelta:
+    """``90s``, ``15m``, ``2h``, ``8d``, ``1w`` (a bare number is seconds)."""
+    match = _DURATION.match(text or "")
+    if not match:
+        raise ValueError(f"{what} {text!r} is not a duration like 90s, 15m, 2h, 8d")
+    return timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])
+
+
+def marker_ttl(flag: str | None = None) -> timedelta:
+    """The dedupe marker TTL the consumer groups use: --marker-ttl, else POSTBOX_MARKER_TTL, else 8d."""
+    raw = flag or os.environ.get(MARKER_TTL_ENV)
+    if not raw:
+        return DEFAULT_MARKER_TTL
+    try:
+        return parse_duration(raw, "marker TTL")
+    except ValueError as exc:
+        raise ConfigError(f"{MARKER_TTL_ENV if not flag else '--marker-ttl'}: {exc}", fix="e.g. 8d (the engine's default)") from None
+
+
+def human_duration(delta: timedelta | float | None) -> str:
+    if delta is None:
+        return "?"
+    seconds = delta.total_seconds() if isinstance(delta, timedelta) else float(delta)
+    sign = "-" if seconds < 0 else ""
+    seconds = abs(seconds)
+    if seconds < 1:
+        return f"{sign}{seconds * 1000:.0f} ms"
+    if seconds < 90:
+        return f"{sign}{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{sign}{seconds / 60:.0f} min"
+    if seconds < 2 * 86400:
+        return f"{sign}{seconds / 3600:.1f} h"
+    return f"{sign}{seconds / 86400:.1f} d"
+
+
+def iso(dt: datetime | None) -> str | None:
+    if dt is None:
+        return None
+    return dt.astimezone(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+@dataclass
+class Marker:
+    key: str
+    ttl_ms: int | None  # remaining; None when the key has no TTL
+    found_by: str  # "aggregate" | "event-id" | "scan"
+
+    def applied_at(self, ttl: timedelta, now: datetime | None = None) -> datetime | None:
+        if self.ttl_ms is None:
+            return None
+        now = now or datetime.now(timezone.utc)
+        return now - (ttl - timedelta(milliseconds=self.ttl_ms))
+
+    def expires_at(self, now: datetime | None = None) -> datetime | None:
+        if self.ttl_ms is None:
+            return None
+        return (now or datetime.now(timezone.utc)) + timedelta(milliseconds=self.ttl_ms)
+
+
+@dataclass
+class FailureRecord:
+    stream: str
+    entry_id: str
+    at: datetime
+    fields: dict[str, str]
+
+    @property
+    def error(self) -> str:
+        return self.fields.get("error", "")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"stream": self.stream, "entry_id": self.entry_id, "at": iso(self.at), **self.fields}
+
+
+class RedisState:
+    """Read-only lookups of markers and failure streams (no writes, bounded scans)."""
+
+    def __init__(self, url: str, namespace: str = NAMESPACE) -> None:
+        self.url = url
+        self.namespace = namespace
+        self.client = redis.Redis.from_url(url, socket_connect_timeout=3, socket_timeout=10)
+
+    def close(self) -> None:
+        self.client.close()
+
+    def ping(self) -> None:
+        try:
+            self.client.ping()
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise IncidentError(
+                f"Redis at {self.url} is unreachable ({exc})",
+                fix="start it with `postbox up`, or point POSTBOX_REDIS_URL / --redis-url at your Redis",
+            ) from None
+
+    def _layout(self, group: str) -> KeyLayout:
+        return KeyLayout(self.namespace, group, slot_aligned=False)
+
+    def candidate_markers(self, group: str, event_id: str, anchors: list[str]) -> list[tuple[str, str]]:
+        layout = self._layout(group)
+        out = []
+        for label, anchor in [("aggregate", a) for a in anchors] + [("event-id", event_id)]:
+            if not anchor or "}" in anchor:
+                continue
+            out.append((label, layout.marker(event_id.encode(), anchor.encode()).decode()))
+        return out
+
+    def find_marker(self, group: str, event_id: str, anchors: list[str]) -> Marker | None:
+        """The group's marker for the event under the anchor-derived keys (see :meth:`scan_marker`)."""
+        candidates = self.candidate_markers(group, event_id, anchors)
+        try:
+            pipe = self.client.pipeline(transaction=False)
+            for _, key in candidates:
+                pipe.pttl(key)
+            replies = pipe.execute()
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise IncidentError(f"Redis at {self.url} is unreachable ({exc})", fix="check POSTBOX_REDIS_URL / --redis-url") from None
+        for (label, key), pttl in zip(candidates, replies):
+            if pttl != -2:
+                return Marker(key, pttl if pttl >= 0 else None, label)
+        return None
+
+    def scan_marker(
+        self, group: str, event_id: str, *, max_keys: int = DEFAULT_SCAN_KEYS,
+        progress: Callable[[int, int | None], None] | None = None,
+    ) -> tuple[Marker | None, int, bool]:
+        """Bounded SCAN for the marker under any anchor: (marker, keys scanned, complete)."""
+        pattern = b"%s:*:seen:%s:%s" % (
+            self.namespace.encode(), _glob_escape(group.encode()), _glob_escape(event_id.encode()),
+        )
+        try:
+            total = int(self.client.dbsize())
+            cursor, scanned = 0, 0
+            while True:
+                cursor, keys = self.client.scan(cursor=cursor, match=pattern, count=10_000)
+                scanned += 10_000
+                for key in keys:
+                    pttl = self.client.pttl(key)
+                    if pttl != -2:
+                        return Marker(key.decode("utf-8", "backslashreplace"), pttl if pttl >= 0 else None, "scan"), min(scanned, total), True
+                if progress is not None:
+                    progress(min(scanned, total), total)
+                if cursor == 0:
+                    return None, total, True
+                if scanned >= max_keys:
+                    return None, scanned, False
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise IncidentError(f"Redis at {self.url} is unreachable ({exc})", fix="check POSTBOX_REDIS_URL / --redis-url") from None
+
+    def failures(self, group: str, event_id: str, anchors: list[str], max_entries: int = FAILURE_SCAN_ENTRIES) -> list[FailureRecord]:
+        """Failure-stream records of the event for the group (single-server and slot-aligned streams)."""
+        single = self._layout(group).failures(b"")
+        aligned = KeyLayout(self.namespace, group, slot_aligned=True)
+        streams = [single] + [aligned.failures(a.encode()) for a in [*anchors, event_id] if a and "}" not in a]
+        out: list[FailureRecord] = []
+        wanted = event_id.encode()
+        try:
+            for stream in dict.fromkeys(streams):
+                if self.client.type(stream) != b"stream":
+                    continue
+                end, read = b"+", 0
+                while read < max_entries:
+                    entries = self.client.xrevrange(stream, max=end, min=b"-", count=1000)
+                    if not entries:
+                        break
+                    for entry_id, fields in entries:
+                        if fields.get(b"event") == wanted or fields.get(b"event_id") == wanted:
+                            ms = int(entry_id.split(b"-")[0])
+                            out.append(FailureRecord(
+                                stream.decode(), entry_id.decode(),
+                                datetime.fromtimestamp(ms / 1000, tz=timezone.utc),
+                                {k.decode(): v.decode("utf-8", "backslashreplace") for k, v in fields.items()},
+                            ))
+                    read += len(entries)
+                    last = entries[-1][0]
+                    ms, seq = (int(x) for x in last.split(b"-"))
+                    if ms == 0 and seq == 0:
+                        break
+                    end = f"{ms}-{seq - 1}".encode() if seq > 0 else f"{ms - 1}-18446744073709551615".encode()
+                    if len(entries) < 1000:
+                        break
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise IncidentError(f"Redis at {self.url} is unreachable ({exc})", fix="check POSTBOX_REDIS_URL / --redis-url") from None
+        return sorted(out, key=lambda f: f.entry_id)

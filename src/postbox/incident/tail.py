@@ -1,0 +1,179 @@
+"""`postbox tail TOPIC`: decoded records from a start position, filtered, bounded or followed.
+
+Start positions (``--from``): ``beginning``, ``end``, ``last:N`` (the last N of each partition),
+an offset (``1200``, the same offset in every partition, or ``offset:1200``), an ISO-8601 time, or
+a duration ago (``15m``, ``2h``, ``1d``). Without ``--follow`` the read stops at the end offsets
+seen when it started, after ``--limit`` matches, or after ``--max-scan`` records.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from confluent_kafka import KafkaError, TopicPartition
+
+from postbox.codec import AvroCodec
+from postbox.incident.kafka import Kafka, new_reader
+from postbox.incident.records import RecordView, field_matches, parse_iso, payload_field, render
+from postbox.incident.redis_state import parse_duration
+
+
+@dataclass(frozen=True)
+class Start:
+    kind: str  # beginning | end | last | offset | timestamp
+    value: int = 0
+
+    def describe(self) -> str:
+        return {
+            "beginning": "beginning", "end": "end", "last": f"last {self.value} per partition",
+            "offset": f"offset {self.value}", "timestamp": f"time {datetime.fromtimestamp(self.value / 1000, tz=timezone.utc).isoformat()}",
+        }[self.kind]
+
+
+def parse_start(text: str, now: datetime | None = None) -> Start:
+    value = text.strip()
+    low = value.lower()
+    if low in ("beginning", "earliest", "start"):
+        return Start("beginning")
+    if low in ("end", "latest"):
+        return Start("end")
+    if m := re.fullmatch(r"last:(\d+)", low):
+        return Start("last", int(m.group(1)))
+    if m := re.fullmatch(r"(?:offset:)?(\d+)", low):
+        return Start("offset", int(m.group(1)))
+    when = parse_iso(value)
+    if when is None:
+        try:
+            when = (now or datetime.now(timezone.utc)) - parse_duration(low)
+        except ValueError:
+            raise ValueError(
+                f"--from {text!r}: expected beginning, end, last:N, an offset, an ISO-8601 time or a duration ago (15m, 2h, 1d)"
+            ) from None
+    return Start("timestamp", int(when.timestamp() * 1000))
+
+
+@dataclass
+class Filters:
+    key: str | None = None
+    event_type: str | None = None
+    event_id: str | None = None
+    fields: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def active(self) -> bool:
+        return bool(self.key or self.event_type or self.event_id or self.fields)
+
+    def matches(self, view: RecordView) -> bool:
+        if self.key is not None and view.key != self.key:
+            return False
+        if self.event_type is not None and view.meta.event_type != self.event_type:
+            return False
+        if self.event_id is not None and view.meta.event_id != self.event_id:
+            return False
+        for path, wanted in self.fields:
+            found, value = payload_field(view.payload, path)
+            if not found or not field_matches(value, wanted):
+                return False
+        return True
+
+
+def parse_where(items: list[str]) -> list[tuple[str, str]]:
+    out = []
+    for item in items:
+        path, sep, wanted = item.partition("=")
+        if not sep or not path.strip():
+            raise ValueError(f"--where {item!r}: expected FIELD=VALUE (a dotted path into the payload, e.g. customer_id=c-42)")
+        out.append((path.strip(), wanted))
+    return out
+
+
+@dataclass
+class TailResult:
+    records: list[RecordView]
+    scanned: int
+    complete: bool
+    starts: dict[int, int]
+    ends: dict[int, int]
+
+
+def start_offsets(kafka: Kafka, topic: str, partitions: list[int], start: Start) -> tuple[dict[int, int], dict[int, int]]:
+    marks = kafka.watermarks(topic, partitions)
+    ends = {p: high for p, (_, high) in marks.items()}
+    if start.kind == "beginning":
+        starts = {p: low for p, (low, _) in marks.items()}
+    elif start.kind == "end":
+        starts = dict(ends)
+    elif start.kind == "last":
+        starts = {p: max(low, high - start.value) for p, (low, high) in marks.items()}
+    elif start.kind == "offset":
+        starts = {p: min(max(start.value, low), high) for p, (low, high) in marks.items()}
+    else:
+        starts = kafka.offsets_for_time(topic, partitions, start.value)
+    return starts, ends
+
+
+def read(
+    kafka: Kafka, topic: str, partitions: list[int], start: Start, filters: Filters, *,
+    limit: int, max_scan: int, progress: Callable[[int, int], None] | None = None,
+) -> TailResult:
+    """A bounded read (no --follow): matches in (timestamp, partition, offset) order."""
+    starts, ends = start_offsets(kafka, topic, partitions, start)
+    codec = AvroCodec()
+    matched: list[RecordView] = []
+    scanned = 0
+    total = sum(max(0, ends[p] - starts[p]) for p in partitions)
+    keep_last = start.kind == "last"
+    stop = [False]
+    for msg in kafka.scan(
+        {(topic, p): starts[p] for p in partitions}, {(topic, p): ends[p] for p in partitions},
+        max_records=max_scan, progress=progress, stop=lambda: stop[0],
+    ):
+        scanned += 1
+        view = render(msg, codec)
+        if filters.matches(view):
+            matched.append(view)
+            if not keep_last and len(matched) >= limit:
+                stop[0] = True
+    matched.sort(key=lambda v: (v.timestamp_ms or 0, v.partition, v.offset))
+    if keep_last:
+        matched = matched[-limit:]
+    else:
+        matched = matched[:limit]
+    complete = scanned >= total
+    return TailResult(matched, scanned, complete, starts, ends)
+
+
+def follow(
+    kafka: Kafka, topic: str, partitions: list[int], start: Start, filters: Filters, *,
+    limit: int | None, idle_timeout: float | None = None,
+) -> Iterator[RecordView]:
+    """Records as they arrive (until ``limit`` matches, ``idle_timeout`` seconds without any, or Ctrl-C)."""
+    starts, _ = start_offsets(kafka, topic, partitions, start)
+    codec = AvroCodec()
+    consumer = new_reader(kafka.bootstrap)
+    shown = 0
+    last = time.monotonic()
+    try:
+        consumer.assign([TopicPartition(topic, p, starts[p]) for p in partitions])
+        while limit is None or shown < limit:
+            batch = consumer.consume(num_messages=500, timeout=0.5)
+            if not batch and idle_timeout is not None and time.monotonic() - last > idle_timeout:
+                return
+            for msg in batch:
+                if msg.error():
+                    if msg.error().code() in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN):
+                        raise kafka.unavailable(msg.error().str())
+                    continue
+                last = time.monotonic()
+                view = render(msg, codec)
+                if filters.matches(view):
+                    shown += 1
+                    yield view
+                    if limit is not None and shown >= limit:
+                        return
+    finally:
+        consumer.close()

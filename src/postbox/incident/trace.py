@@ -1,0 +1,396 @@
+"""`postbox trace EVENT_ID`: one event's whole path, from the outbox row to each group's effect.
+
+1. **Outbox row** (while retention has not removed it): read with a role that may read the outbox.
+   The app role can only INSERT, so this uses ``--database-url`` / ``POSTBOX_ADMIN_DATABASE_URL`` /
+   ``POSTBOX_MAINT_DATABASE_URL`` (the maintenance role acts through ``SET ROLE postbox_owner``), or
+   the local stack's maintenance role; with the app role the row is reported as *unreadable*.
+2. **Kafka record**: topic ``outbox.event.<aggregate_type>`` (every outbox topic when the type is not
+   known), searched by the ``id`` header. UUIDv7 ids carry their creation time, so the scan starts
+   at that time minus a margin (``offsets_for_times``) instead of the beginning; it is bounded by
+   ``--max-scan`` and shows progress.
+3. **Per consumer group** with committed offsets on the topic (or ``--group``): committed offset
+   past the record or not; dedupe marker (applied, with the time derived from its TTL); dead
+   letters for the event in ``<topic>.dlq``; records in the group's failure stream.
+4. **Verdict**, one line.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from postbox.codec import AvroCodec
+from postbox.errors import IncidentError
+from postbox.incident.dlq import DeadLetter
+from postbox.incident.kafka import DLQ_SUFFIX, OUTBOX_PREFIX, Kafka
+from postbox.incident.records import RecordView, iso_ms, render, uuid7_time
+from postbox.incident.redis_state import RedisState, human_duration, iso
+
+ADMIN_ENV = "POSTBOX_ADMIN_DATABASE_URL"
+MAINT_ENV = "POSTBOX_MAINT_DATABASE_URL"
+DEFAULT_MAX_SCAN = 2_000_000
+#: How far before the UUIDv7 time the Kafka scan starts (clock skew between the app and Kafka).
+START_MARGIN = timedelta(minutes=5)
+#: After a hit, how much later the same partition is still read for duplicates (redeliveries).
+DUPLICATE_WINDOW_MS = 10 * 60 * 1000
+
+
+def parse_event_id(text: str) -> str:
+    """The canonical text of a UUID event id; ValueError (a usage error) otherwise."""
+    try:
+        return str(uuid.UUID(text.strip()))
+    except (ValueError, AttributeError):
+        raise ValueError(f"{text!r} is not an event id (a UUID such as 01890a5d-ac96-7abc-8def-0123456789ab)") from None
+
+
+def reading_database_url(flag: str | None, app_url: str) -> tuple[str, str]:
+    """(url, source) of a connection that may read the outbox."""
+    if flag:
+        return flag, "--database-url"
+    for var in (ADMIN_ENV, MAINT_ENV):
+        if os.environ.get(var):
+            return os.environ[var], var
+    try:
+        from postbox.stack.layout import default_state_dir
+        from postbox.stack.secrets import read_secrets
+
+        password = read_secrets(default_state_dir() / "secrets.env").get("POSTBOX_MAINT_PASSWORD")
+    except Exception:
+        password = None
+    if password:
+        from urllib.parse import urlsplit
+
+        app = urlsplit(app_url)
+        if app.hostname in ("127.0.0.1", "localhost"):
+            return f"postgresql://postbox_maint:{password}@{app.hostname}:{app.port or 5432}{app.path or '/postbox'}", "local stack (postbox_maint)"
+    return app_url, "POSTBOX_DATABASE_URL (app role)"
+
+
+def read_outbox_row(url: str, source: str, event_id: str) -> dict[str, Any]:
+    """{"state": found|absent|unreadable|unreachable, ...} for the event's outbox row."""
+    import psycopg
+
+    query = (
+        "SELECT aggregate_type, aggregate_id, event_type, created_at, octet_length(payload), traceparent,"
+        " xmin::text, tableoid::regclass::text FROM postbox.outbox WHERE id = %s"
+    )
+    try:
+        with psycopg.connect(url, connect_timeout=5, autocommit=True) as conn:
+            row = None
+            try:
+                row = conn.execute(query, (event_id,)).fetchone()
+            except psycopg.errors.InsufficientPrivilege:
+                try:  # postbox_maint is NOINHERIT: it reads only as postbox_owner
+                    conn.execute("SET ROLE postbox_owner")
+                    row = conn.execute(query, (event_id,)).fetchone()
+                except psycopg.Error:
+                    return {
+                        "state": "unreadable", "source": source,
+                        "reason": f"role {conn.info.user!r} may not read postbox.outbox (the app role can only INSERT)",
+                        "fix": f"pass --database-url with a reading role (postbox_maint or an admin), or set {MAINT_ENV}",
+                    }
+            if row is None:
+                return {"state": "absent", "source": source}
+            committed = None
+            try:
+                committed = conn.execute("SELECT pg_xact_commit_timestamp(%s::xid)", (row[6],)).fetchone()[0]
+            except psycopg.Error:
+                pass  # track_commit_timestamp off: created_at (the insert's clock time) is the best we have
+            return {
+                "state": "found", "source": source,
+                "aggregate_type": row[0], "aggregate_id": row[1], "event_type": row[2],
+                "created_at": iso(row[3]) if row[3] else None,
+                "committed_at": iso(committed) if committed else None,
+                "payload_bytes": row[4], "traceparent": row[5], "xid": row[6], "partition": row[7],
+            }
+    except psycopg.OperationalError as exc:
+        return {"state": "unreachable", "source": source, "reason": str(exc).strip().splitlines()[0] if str(exc).strip() else "connection failed"}
+    except psycopg.Error as exc:
+        return {"state": "error", "source": source, "reason": str(exc).strip().splitlines()[0]}
+
+
+@dataclass
+class GroupTrace:
+    group: str
+    state: str = "unknown"
+    members: int = 0
+    committed: int | None = None
+    end: int | None = None
+    consumed: bool = False
+    behind: int | None = None
+    marker: dict[str, Any] | None = None
+    dead_letters: list[dict[str, Any]] = field(default_factory=list)
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    status: str = "unknown"  # applied | dead-lettered | failed | waiting | consumed-no-marker
+    summary: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "group": self.group, "status": self.status, "summary": self.summary,
+            "group_state": self.state, "members": self.members,
+            "committed_offset": self.committed, "end_offset": self.end,
+            "consumed": self.consumed, "behind": self.behind,
+            "marker": self.marker, "dead_letters": self.dead_letters, "failures": self.failures,
+        }
+
+
+@dataclass
+class Trace:
+    event_id: str
+    outbox: dict[str, Any]
+    topics_searched: list[str] = field(default_factory=list)
+    scanned: int = 0
+    scan_complete: bool = True
+    records: list[RecordView] = field(default_factory=list)
+    groups: list[GroupTrace] = field(default_factory=list)
+    dead_letters: list[DeadLetter] = field(default_factory=list)
+    verdict: str = ""
+    status: str = ""  # applied | dead-lettered | failed | waiting | published | not-published | unknown | partial
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def record(self) -> RecordView | None:
+        return self.records[0] if self.records else None
+
+    @property
+    def problem(self) -> bool:
+        return self.status in ("unknown", "dead-lettered", "failed", "not-published", "consumed-no-marker")
+
+    def as_dict(self) -> dict[str, Any]:
+        rec = self.record
+        return {
+            "event_id": self.event_id,
+            "verdict": self.verdict,
+            "status": self.status,
+            "outbox": self.outbox,
+            "kafka": {
+                "topics_searched": self.topics_searched,
+                "scanned": self.scanned,
+                "scan_complete": self.scan_complete,
+                "record": None if rec is None else {
+                    "topic": rec.topic, "partition": rec.partition, "offset": rec.offset,
+                    "timestamp": rec.timestamp, "key": rec.key, "event_type": rec.meta.event_type,
+                    "created_at": rec.meta.created_at, "encoding": rec.encoding,
+                },
+                "copies": [{"topic": r.topic, "partition": r.partition, "offset": r.offset, "timestamp": r.timestamp} for r in self.records],
+            },
+            "groups": [g.as_dict() for g in self.groups],
+            "dead_letters": [d.as_dict() for d in self.dead_letters],
+            "notes": self.notes,
+        }
+
+
+def trace_event(
+    event_id: str,
+    *,
+    kafka: Kafka,
+    redis_state: RedisState | None,
+    outbox: dict[str, Any],
+    topic: str | None = None,
+    groups: list[str] | None = None,
+    marker_ttl: timedelta,
+    max_scan: int = DEFAULT_MAX_SCAN,
+    scan_redis: bool = True,
+    progress_factory: Callable[[str], Callable[[int, int | None], None]] = lambda label: (lambda done, total=None: None),
+) -> Trace:
+    trace = Trace(event_id, outbox)
+    codec = AvroCodec()
+    aggregate_type = outbox.get("aggregate_type") if outbox.get("state") == "found" else None
+
+    # -- 2. the Kafka record -----------------------------------------------------------------------
+    if topic:
+        kafka.require_topic(topic)
+        topics = [topic]
+    elif aggregate_type:
+        topics = [OUTBOX_PREFIX + aggregate_type]
+    else:
+        topics = [t for t in kafka.topic_names() if t.startswith(OUTBOX_PREFIX) and not t.endswith(DLQ_SUFFIX)]
+    topics = [t for t in topics if kafka.topic_exists(t)]
+    trace.topics_searched = topics
+    created = uuid7_time(event_id)
+    if created is None and outbox.get("created_at"):
+        created = datetime.fromisoformat(outbox["created_at"].replace("Z", "+00:00"))
+    start_ms = int((created - START_MARGIN).timestamp() * 1000) if created else None
+    trace.records, trace.scanned, trace.scan_complete = _find_records(
+        kafka, topics, event_id, start_ms, max_scan, progress_factory(f"searching {len(topics)} topic(s) for event {event_id}"), codec,
+    )
+    rec = trace.record
+
+    # -- dead letters of the event (any group) ------------------------------------------------------
+    origin_topics = [rec.topic] if rec else topics
+    dlq_names = [t + DLQ_SUFFIX for t in origin_topics if kafka.topic_exists(t + DLQ_SUFFIX)]
+    if dlq_names:
+        found, scanned, complete = _find_records(
+            kafka, dlq_names, event_id, start_ms, max_scan, progress_factory("searching dead-letter topics"), codec, first_only=False,
+        )
+        trace.dead_letters = [DeadLetter(r) for r in found]
+        if not complete:
+            trace.notes.append(f"dead-letter search stopped after {scanned:,} records (--max-scan)")
+
+    # -- 3. consumer groups ---------------------------------------------------------------------------
+    if rec is not None:
+        committed_by_group = kafka.groups_on_topic(rec.topic)
+        names = list(groups) if groups else sorted(set(committed_by_group) | {d.group for d in trace.dead_letters if d.group})
+        anchors = []
+        agg = rec.meta.aggregate_type or aggregate_type
+        if agg and rec.key is not None:
+            anchors.append(f"{agg}:{rec.key}")
+        for name in names:
+            trace.groups.append(_trace_group(
+                name, rec, kafka, redis_state, committed_by_group.get(name, {}), trace.dead_letters,
+                anchors, marker_ttl, scan_redis, progress_factory,
+            ))
+    elif trace.dead_letters and redis_state is not None:
+        trace.notes.append("the original record was not found (retention?), but dead letters of it were")
+
+    _verdict(trace, marker_ttl)
+    return trace
+
+
+def _find_records(
+    kafka: Kafka, topics: list[str], event_id: str, start_ms: int | None, max_scan: int,
+    progress: Callable[[int, int | None], None], codec: AvroCodec, first_only: bool = True,
+) -> tuple[list[RecordView], int, bool]:
+    starts: dict[tuple[str, int], int] = {}
+    ends: dict[tuple[str, int], int] = {}
+    for topic in topics:
+        marks = kafka.watermarks(topic)
+        from_time = kafka.offsets_for_time(topic, list(marks), start_ms) if start_ms is not None else {}
+        for p, (low, high) in marks.items():
+            starts[(topic, p)] = max(low, from_time.get(p, low))
+            ends[(topic, p)] = high
+    total = sum(max(0, ends[tp] - starts[tp]) for tp in starts)
+    wanted = event_id.encode()
+    found: list[RecordView] = []
+    hit_partition: tuple[str, int] | None = None
+    hit_deadline: int | None = None
+    stop_flag = [False]
+    scanned = 0
+    for msg in kafka.scan(starts, ends, max_records=max_scan, progress=progress, stop=lambda: stop_flag[0]):
+        scanned += 1
+        where = (msg.topic(), msg.partition())
+        if first_only and hit_partition is not None:
+            if where != hit_partition:
+                continue
+            if msg.timestamp()[1] > (hit_deadline or 0):
+                stop_flag[0] = True
+                continue
+        headers = msg.headers() or []
+        if not any(k == "id" and v is not None and (v == wanted or v.strip(b'"') == wanted) for k, v in headers):
+            continue
+        found.append(render(msg, codec))
+        if first_only and hit_partition is None:
+            hit_partition = where
+            hit_deadline = msg.timestamp()[1] + DUPLICATE_WINDOW_MS
+    complete = stop_flag[0] or scanned >= total or (first_only and bool(found))
+    return found, scanned, complete
+
+
+def _trace_group(
+    group: str, rec: RecordView, kafka: Kafka, redis_state: RedisState | None, committed: dict[int, int],
+    dead_letters: list[DeadLetter], anchors: list[str], marker_ttl: timedelta, scan_redis: bool,
+    progress_factory: Callable[[str], Callable[[int, int | None], None]],
+) -> GroupTrace:
+    g = GroupTrace(group)
+    info = kafka.describe_group(group)
+    g.state, g.members = info.state, len(info.members)
+    g.committed = committed.get(rec.partition)
+    g.end = kafka.watermarks(rec.topic, [rec.partition])[rec.partition][1]
+    g.consumed = g.committed is not None and g.committed > rec.offset
+    if not g.consumed:
+        g.behind = rec.offset - (g.committed if g.committed is not None else kafka.watermarks(rec.topic, [rec.partition])[rec.partition][0]) + 1
+    mine = [d for d in dead_letters if d.group in (group, None)]
+    g.dead_letters = [
+        {"ref": d.ref, "error": d.error, "error_class": d.error_class, "failed_at": iso(d.failed_at), "attempts": d.attempts}
+        for d in mine
+    ]
+    marker = None
+    if redis_state is not None:
+        marker = redis_state.find_marker(group, rec.meta.event_id or "", anchors)
+        if marker is None and scan_redis and g.consumed and not mine:
+            marker, scanned, complete = redis_state.scan_marker(
+                group, rec.meta.event_id or "", progress=progress_factory(f"SCAN for the marker of group {group}"),
+            )
+            if not complete and marker is None:
+                g.summary = f"(marker SCAN stopped after {scanned:,} keys)"
+        g.failures = [f.as_dict() for f in redis_state.failures(group, rec.meta.event_id or "", anchors)]
+    if marker is not None:
+        applied = marker.applied_at(marker_ttl)
+        g.marker = {
+            "key": marker.key, "found_by": marker.found_by, "ttl_ms": marker.ttl_ms,
+            "applied_at_estimate": iso(applied), "expires_at": iso(marker.expires_at()),
+        }
+        g.status = "applied"
+        when = f" at ~{iso(applied)}" if applied else ""
+        g.summary = f"applied by {group}{when}" + (" (after being dead-lettered; replayed)" if mine else "")
+    elif mine:
+        last = mine[-1]
+        g.status = "dead-lettered"
+        g.summary = f"dead-lettered by {group}: {last.error_class or 'error'}: {last.error or '?'}"
+    elif g.failures:
+        last = g.failures[-1]
+        g.status = "failed"
+        g.summary = f"failed in {group} at {last.get('at')}: {last.get('error')} (in its failure stream, not in the DLQ)"
+    elif g.consumed:
+        g.status = "consumed-no-marker"
+        age = datetime.now(timezone.utc) - datetime.fromtimestamp((rec.timestamp_ms or 0) / 1000, tz=timezone.utc)
+        why = (
+            f"the marker expired (the event is {human_duration(age)} old, markers live {human_duration(marker_ttl)})"
+            if age > marker_ttl else "no marker under the aggregate anchor, the event id or a SCAN: a different namespace or Redis?"
+        )
+        g.summary = f"consumed by {group} (committed {g.committed:,} > offset {rec.offset:,}) but {why}"
+    else:
+        g.status = "waiting"
+        stopped = "" if g.members else " (no members: its consumers are stopped)"
+        g.summary = f"waiting: group {group} is {g.behind:,} behind on partition {rec.partition}{stopped}"
+    return g
+
+
+def _verdict(trace: Trace, marker_ttl: timedelta) -> None:
+    rec = trace.record
+    row = trace.outbox
+    if rec is None:
+        if trace.dead_letters:
+            d = trace.dead_letters[-1]
+            trace.status = "dead-lettered"
+            trace.verdict = f"dead-lettered by {d.group or '?'}: {d.error_class or 'error'}: {d.error or '?'} (original record no longer in {d.origin_topic})"
+            return
+        scan = "" if trace.scan_complete else f" (scan stopped after {trace.scanned:,} records: raise --max-scan)"
+        if row.get("state") == "found":
+            trace.status = "not-published"
+            trace.verdict = (
+                f"not published yet: in the outbox since {row.get('created_at')} but not on "
+                f"{', '.join(trace.topics_searched) or OUTBOX_PREFIX + str(row.get('aggregate_type'))}{scan}: check the connector and slot (`postbox lag`)"
+            )
+            return
+        trace.status = "unknown"
+        where = "in the outbox" if row.get("state") == "absent" else "in Kafka"
+        trace.verdict = (
+            f"unknown: event {trace.event_id} is not {where}"
+            f"{' or in Kafka' if where == 'in the outbox' else ''} ({len(trace.topics_searched)} topic(s), {trace.scanned:,} records searched){scan}"
+        )
+        if row.get("state") == "unreadable":
+            trace.verdict += "; the outbox row could not be read with this role"
+        return
+    place = f"{rec.topic}[{rec.partition}]@{rec.offset}"
+    if not trace.groups:
+        trace.status = "published"
+        trace.verdict = f"published to {place} at {iso_ms(rec.timestamp_ms)}; no consumer group has committed offsets on {rec.topic}"
+        return
+    order = ["dead-lettered", "failed", "consumed-no-marker", "waiting", "applied"]
+    worst = min((g.status for g in trace.groups), key=lambda s: order.index(s) if s in order else 0)
+    trace.status = worst if worst != "consumed-no-marker" else "consumed-no-marker"
+    parts = [g.summary for g in sorted(trace.groups, key=lambda g: order.index(g.status) if g.status in order else 0)]
+    trace.verdict = "; ".join(parts)
+    if worst == "applied" and len(trace.groups) > 1:
+        trace.verdict = "applied by " + ", ".join(
+            f"{g.group} at ~{g.marker['applied_at_estimate']}" if g.marker and g.marker.get("applied_at_estimate") else g.group
+            for g in trace.groups
+        )
+
+
+__all__ = ["Trace", "parse_event_id", "read_outbox_row", "reading_database_url", "trace_event", "IncidentError"]
