@@ -115,12 +115,12 @@ def wait_for(predicate: Callable[[], bool], timeout: float, what: str, interval:
 class ConsumerProcess:
     """`postbox consume` in a subprocess (its own process group) with the given environment."""
 
-    def __init__(self, app_spec: str, env: dict[str, str], log_path: Path) -> None:
+    def __init__(self, app_spec: str, env: dict[str, str], log_path: Path, args: Iterable[str] = ()) -> None:
         self.log_path = log_path
         self.log = open(log_path, "ab")
         full_env = {**os.environ, **env, "PYTHONUNBUFFERED": "1"}
         self.process = subprocess.Popen(
-            [sys.executable, "-c", "from postbox.cli import main; main()", "consume", app_spec],
+            [sys.executable, "-c", "from postbox.cli import main; main()", "consume", app_spec, *args],
             cwd=ROOT, env=full_env, stdout=self.log, stderr=subprocess.STDOUT,
         )
 

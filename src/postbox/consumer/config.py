@@ -130,7 +130,8 @@ class ConsumerConfig:
             sources[f.name] = source
         for required in ("group", "topics"):
             if required not in values:
-                raise ConfigError(*_MISSING[required])
+                message, fix = _MISSING[required]
+                raise ConfigError(message, fix=fix)
         config = cls(**values, sources=sources)
         config.validate()
         return config
@@ -178,7 +179,7 @@ class ConsumerConfig:
     def _fail(self, name: str, value: Any, expected: str) -> None:
         where = self.source(name)
         where = where if where not in ("default", "app") else f"{flag_name(name)} / {env_name(name)}"
-        raise ConfigError(f"{where}={value!s:.200}: expected {expected}", fix=f"set {flag_name(name)} or {env_name(name)}")
+        raise ConfigError(f"{where}={_shown(value)}: expected {expected}", fix=f"set {flag_name(name)} or {env_name(name)}")
 
     def describe(self) -> dict[str, Any]:
         """The effective values (for the start-up log line)."""
@@ -245,8 +246,13 @@ def _convert(name: str, raw: Any, source: str) -> Any:
             "topics": "comma-separated topic names",
         }.get(name, "a whole number")
         raise ConfigError(
-            f"{source}={raw!s:.200}: expected {expected} ({exc})", fix=f"set {flag_name(name)} or {env_name(name)}"
+            f"{source}={_shown(raw)}: expected {expected} ({exc})", fix=f"set {flag_name(name)} or {env_name(name)}"
         ) from None
+
+
+def _shown(value: Any) -> str:
+    text = repr(value) if isinstance(value, str) else str(value)
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 def parse_duration(raw: Any) -> timedelta:

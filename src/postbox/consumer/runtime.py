@@ -346,7 +346,11 @@ class ConsumerRuntime:
             state = self.states.get((tp.topic, tp.partition))
             if state is not None:
                 state.committed = None  # send again with the next commit
-        log_event(log, logging.WARNING, "offset commit failed; it is retried with the next commit (records past it are redelivered, then skipped as duplicates)", error=str(err or failed[0].error))
+        # During a rebalance (ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS) this is expected: the
+        # revoke callback commits synchronously with the new generation.
+        level = logging.INFO if code in REBALANCE_COMMIT_ERRORS else logging.WARNING
+        log_event(log, level, "async offset commit failed; the next commit resends it (a new owner would redeliver past it and skip the duplicates)",
+                  error=str(err or failed[0].error), partitions=_show(failed or partitions))
 
     def _on_kafka_error(self, err: KafkaError) -> None:
         if err.fatal():
