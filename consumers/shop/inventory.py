@@ -1,0 +1,56 @@
+"""Inventory consumer group: reserve stock when an order is placed, release it when the order is
+cancelled or its payment fails.
+
+    postbox consume consumers.shop.inventory:app
+
+The stock ledger is one warehouse's hashes under the tag ``{shop.stock}`` (see keys.py); the
+reservation itself is the user Lua effect function ``consumers/lua/reserve_stock.lua``, which
+checks every line before it changes any, so an order is reserved entirely or not at all and
+stock never goes negative. The events of the order topic and of the payment topic are consumed
+independently, so a PaymentFailed may arrive before its OrderPlaced: ``release_stock`` then
+leaves a tombstone and the late reservation is skipped.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from postbox.consumer import App
+from postbox.effects import Effects
+from postbox.events import Event
+
+from consumers.shop.keys import StockKeys
+
+app = App("inventory")
+
+
+@app.handler("order", "OrderPlaced")
+def reserve(event: Event, fx: Effects) -> None:
+    order_id = event.payload["order_id"]
+    stock = StockKeys()
+    units: Counter[str] = Counter()
+    for line in event.payload["items"]:
+        units[line["sku"]] += int(line["quantity"])
+    args: list[str | int] = [order_id]
+    for sku, qty in sorted(units.items()):
+        args += [sku, qty]
+    # The first key decides the slot of the dedupe marker: keep the ledger first.
+    fx.call("reserve_stock", keys=[stock.available, stock.reserved, stock.reservation(order_id)], args=args)
+    fx.hincrby(stock.applied, event.id, 1)
+
+
+@app.handler("order", "OrderCancelled")
+@app.handler("payment", "PaymentFailed")
+def release(event: Event, fx: Effects) -> None:
+    order_id = event.payload["order_id"]
+    stock = StockKeys()
+    reason = "payment failed" if event.event_type == "PaymentFailed" else "order cancelled"
+    fx.call("release_stock", keys=[stock.available, stock.reserved, stock.reservation(order_id)], args=[order_id, reason])
+    fx.hincrby(stock.applied, event.id, 1)
+
+
+@app.handler("payment", "PaymentCaptured")
+@app.handler("payment", "PaymentRefunded")
+def ignore(event: Event, fx: Effects) -> None:
+    """Inventory reads the whole payment topic; captures and refunds change no stock
+    (a refund follows an OrderCancelled, which already released it)."""

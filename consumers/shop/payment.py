@@ -1,0 +1,69 @@
+"""Payment consumer group: charge orders, refund cancelled ones, and project the outcomes.
+
+    postbox consume consumers.shop.payment:app
+
+The charge lives in PostgreSQL (payment_service.py): one row per order, so a redelivered
+OrderPlaced never charges twice, and PaymentCaptured/PaymentFailed are emitted through the outbox
+in the charge's own transaction only when the row is new, so they are never emitted twice either.
+The Redis projection (status per order, totals per shard) goes through the effects engine, so it
+is applied exactly once per event even when the database work is re-run by a redelivery.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from postbox.consumer import App
+from postbox.effects import Effects
+from postbox.events import Event
+
+from consumers.shop.keys import PaymentKeys
+from consumers.shop.payment_service import Database, Outcome, charge_order, refund_order
+
+app = App("payment")
+_local = threading.local()
+
+
+def database() -> Database:
+    """One connection per thread (handlers may run on several threads)."""
+    db = getattr(_local, "db", None)
+    if db is None:
+        db = _local.db = Database()
+    return db
+
+
+@app.handler("order", "OrderPlaced")
+def charge(event: Event, fx: Effects) -> None:
+    outcome = database().run(lambda conn: charge_order(conn, event.payload))
+    project_charge(event, fx, outcome)
+
+
+@app.handler("order", "OrderCancelled")
+def refund(event: Event, fx: Effects) -> None:
+    outcome = database().run(lambda conn: refund_order(conn, event.payload["order_id"]))
+    project_refund(event, fx, outcome)
+
+
+def project_charge(event: Event, fx: Effects, outcome: Outcome) -> None:
+    """Redis effects of a charge. Uses the outcome stored at the charge (captured or failed), not
+    whether this delivery made it: a redelivery after a crash between the database commit and the
+    Redis apply must still project it, and the dedupe marker makes that happen exactly once."""
+    k = PaymentKeys(outcome.order_id)
+    fx.hset(k.status, outcome.order_id, outcome.outcome)
+    if outcome.outcome == "captured":
+        fx.hincrby(k.totals, "captured", 1).hincrby(k.totals, "captured_cents", outcome.amount_cents)
+    elif outcome.outcome == "failed":
+        fx.hincrby(k.totals, "failed", 1)
+    fx.hincrby(k.applied, event.id, 1)
+
+
+def project_refund(event: Event, fx: Effects, outcome: Outcome) -> None:
+    k = PaymentKeys(outcome.order_id)
+    if outcome.refunded:
+        fx.hset(k.status, outcome.order_id, "refunded")
+        fx.hincrby(k.totals, "refunded", 1).hincrby(k.totals, "refunded_cents", outcome.amount_cents)
+    elif outcome.outcome == "voided":
+        fx.hset(k.status, outcome.order_id, "voided")
+        fx.hincrby(k.totals, "voided", 1)
+    # failed: nothing was charged, nothing to refund.
+    fx.hincrby(k.applied, event.id, 1)

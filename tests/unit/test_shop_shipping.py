@@ -1,0 +1,64 @@
+"""Shipping projection: ready = placed + captured, not cancelled or failed, in any arrival order."""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+
+import pytest
+
+from consumers.shop import keys, shipping
+from consumers.shop.keys import ShippingKeys
+from postbox.testing import EffectsHarness, make_event
+
+
+@pytest.fixture
+def harness(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(keys, "PREFIX", f"test{uuid.uuid4().hex[:8]}")
+    with EffectsHarness() as h:
+        yield h
+
+
+def event(kind: str, order_id: str):
+    pay = {"payment_id": "pay-" + order_id, "order_id": order_id, "amount_cents": 500}
+    table = {
+        "placed": ("order", "OrderPlaced", {"order_id": order_id, "customer_id": "c", "items": [],
+                                             "total_cents": 500, "placed_at": 1_700_000_000_000}),
+        "captured": ("payment", "PaymentCaptured", {**pay, "currency": "EUR", "captured_at": 0}),
+        "failed": ("payment", "PaymentFailed", {**pay, "reason": "card declined", "retryable": False, "failed_at": 0}),
+        "cancelled": ("order", "OrderCancelled", {"order_id": order_id, "reason": "x", "cancelled_at": 0}),
+        "refunded": ("payment", "PaymentRefunded", {**pay, "currency": "EUR", "refunded_at": 0}),
+    }
+    agg, et, payload = table[kind]
+    return make_event(et, payload, aggregate_type=agg, aggregate_id=order_id if agg == "order" else "pay-" + order_id)
+
+
+def is_ready(h: EffectsHarness, order_id: str) -> bool:
+    return bool(h.redis.sismember(ShippingKeys(order_id).ready, order_id))
+
+
+@pytest.mark.parametrize("facts, ready", [
+    (("placed", "captured"), True),
+    (("placed", "failed"), False),
+    (("placed", "captured", "cancelled", "refunded"), False),
+    (("placed", "cancelled"), False),
+])
+def test_ready_in_every_arrival_order(harness: EffectsHarness, facts: tuple[str, ...], ready: bool) -> None:
+    for n, order in enumerate(itertools.permutations(facts)):
+        order_id = f"o-{'-'.join(facts)}-{n}"
+        for kind in order:
+            harness.deliver(shipping.app, event(kind, order_id))
+        assert is_ready(harness, order_id) is ready, order
+
+
+def test_ready_log_records_latency_once(harness: EffectsHarness) -> None:
+    placed, captured = event("placed", "o9"), event("captured", "o9")
+    harness.deliver(shipping.app, placed)
+    harness.deliver(shipping.app, captured)
+    assert harness.deliver(shipping.app, captured).duplicate
+    k = ShippingKeys("o9")
+    log = harness.redis.lrange(k.ready_log, 0, -1)
+    assert len(log) == 1
+    order_id, placed_ms, ready_ms = log[0].decode().split()
+    assert order_id == "o9" and placed_ms == "1700000000000" and int(ready_ms) > int(placed_ms)
+    assert harness.redis.hget(k.applied, captured.id) == b"1"
