@@ -31,6 +31,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import psycopg
+
+from postbox.stack.stack import admin_database_url
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
@@ -58,11 +60,7 @@ BUSINESS_SQL = "INSERT INTO bench_orders (customer_id, total_cents) VALUES (%s, 
 
 
 def admin_url() -> str:
-    url = os.environ.get("POSTBOX_ADMIN_DATABASE_URL")
-    if url:
-        return url
-    sock = ROOT / ".postbox" / "postgres" / "run"
-    return f"postgresql://postgres@/postbox?host={sock}&port=5432"
+    return admin_database_url()
 
 
 def setup(admin: str, app_url: str) -> str:

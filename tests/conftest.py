@@ -58,15 +58,11 @@ def pg_conn(settings: Settings) -> Iterator["object"]:
 def admin_database_url() -> str:
     """A superuser/owner connection for checks the app role may not make (test-only).
 
-    POSTBOX_TEST_ADMIN_URL for an external database; otherwise the local stack's private socket.
+    POSTBOX_ADMIN_DATABASE_URL for an external database; otherwise the local stack's private socket.
     """
-    import os
+    from postbox.stack.stack import admin_database_url as url
 
-    if os.environ.get("POSTBOX_TEST_ADMIN_URL"):
-        return os.environ["POSTBOX_TEST_ADMIN_URL"]
-    from postbox.stack.stack import LocalStack
-
-    return LocalStack(locate_tools=False).postgres.admin_url()
+    return url()
 
 
 @pytest.fixture

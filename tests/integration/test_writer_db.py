@@ -14,6 +14,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import psycopg
+
+from postbox.stack.stack import admin_database_url
 import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
@@ -33,9 +35,7 @@ NOW = datetime(2024, 5, 6, 7, 8, 9, 123000, tzinfo=timezone.utc)
 
 
 def admin_url() -> str:
-    return os.environ.get("POSTBOX_ADMIN_DATABASE_URL") or (
-        f"postgresql://postgres@/postbox?host={ROOT / '.postbox' / 'postgres' / 'run'}&port=5432"
-    )
+    return admin_database_url()
 
 
 def repo_for(aggregate: str, tmp_path: Path) -> SchemaRepository:

@@ -295,3 +295,13 @@ def _ticker(progress: Progress, label: str, with_state: bool = False):
             progress(f"{label}… {elapsed:.0f}s{suffix}")
 
     return tick
+
+
+def admin_database_url() -> str:
+    """A superuser/owner URL: POSTBOX_ADMIN_DATABASE_URL, else the local stack's private socket.
+
+    For administration only (db init, tests, benchmarks); applications use POSTBOX_DATABASE_URL.
+    """
+    import os
+
+    return os.environ.get("POSTBOX_ADMIN_DATABASE_URL") or LocalStack(locate_tools=False).postgres.admin_url()
