@@ -39,7 +39,7 @@ from typing import Any
 import redis
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from postbox.codec import AvroCodec, EventHeaders, decode_record
+from postbox.codec import AvroCodec, EventHeaders, JsonCodec, is_single_object
 from postbox.consumer.app import TOPIC_PREFIX, App, Route
 from postbox.consumer.backoff import Backoff
 from postbox.consumer.config import ConsumerConfig
@@ -153,6 +153,7 @@ class ConsumerRuntime:
         self.consumer: Consumer | None = None
         self.dead_letters: DeadLetters | None = None
         self.codec: AvroCodec | None = None
+        self._json = JsonCodec()
         self._stop = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._next_lag = 0.0
@@ -477,14 +478,14 @@ class ConsumerRuntime:
 
     def _prepare(self, item: _Item) -> None:
         msg = item.msg
-        headers = msg.headers()
         try:
+            raw_headers = msg.headers() or []
+            headers = {k: _header_text(v) for k, v in raw_headers}  # parsed once, last one wins
             meta = EventHeaders.parse(headers)
             if not meta.event_id:
                 raise DecodeError(f"record {msg.topic()}[{msg.partition()}]@{msg.offset()} has no 'id' header (the event id is the dedupe key)")
             aggregate_hint = meta.aggregate_type or _aggregate_from_topic(msg.topic())
-            reader_version = self.app.reader_versions.get((aggregate_hint, meta.event_type or "")) if self.app.reader_versions else None
-            decoded = decode_record(msg.value(), headers, reader_version=reader_version, codec=self.codec) if self.codec else _decode_without_schemas(msg.value(), headers)
+            decoded = self._decode(msg.value(), meta, aggregate_hint)
             event_type = decoded.event_type or meta.event_type
             if not event_type:
                 raise DecodeError(f"record {msg.topic()}[{msg.partition()}]@{msg.offset()} has no 'event_type' header")
@@ -495,7 +496,7 @@ class ConsumerRuntime:
                 aggregate_id=key.decode("utf-8", "replace") if key is not None else "",
                 event_type=event_type,
                 payload=decoded.payload,
-                headers={k: (v.decode("utf-8", "replace") if isinstance(v, bytes) else (v or "")) for k, v in (headers or [])},
+                headers=headers,
                 topic=msg.topic(),
                 partition=msg.partition(),
                 offset=msg.offset(),
@@ -508,6 +509,18 @@ class ConsumerRuntime:
         except NoHandlerError as exc:
             item.failure = Failure("UnknownEventType", exc.message)
             self._failed(item)
+
+    def _decode(self, value: bytes | None, meta: EventHeaders, aggregate_hint: str):
+        """What :func:`postbox.codec.decode_record` does, with the headers already parsed."""
+        if value is None:
+            raise DecodeError(f"record has no value (a tombstone){' for ' + meta.event_type if meta.event_type else ''}")
+        if is_single_object(value):
+            if self.codec is None:
+                raise DecodeError("Avro record but this consumer has no schema repository", fix="set --schemas / POSTBOX_SCHEMAS")
+            versions = self.app.reader_versions
+            reader_version = versions.get((aggregate_hint, meta.event_type or "")) if versions else None
+            return self.codec.decode(value, reader_version=reader_version, event_type=meta.event_type)
+        return self._json.decode(value, event_type=meta.event_type, aggregate_type=meta.aggregate_type)
 
     def _run_sync(self, item: _Item) -> None:
         route, event = item.route, item.event
@@ -755,15 +768,10 @@ def _aggregate_from_topic(topic: str) -> str:
     return topic[len(TOPIC_PREFIX):] if topic.startswith(TOPIC_PREFIX) else topic
 
 
-def _decode_without_schemas(value: bytes | None, headers: Any):
-    from postbox.codec import JsonCodec, is_single_object
-
-    meta = EventHeaders.parse(headers)
-    if value is None:
-        raise DecodeError("record has no value (a tombstone)")
-    if is_single_object(value):
-        raise DecodeError("Avro record but this consumer has no schema repository", fix="set --schemas / POSTBOX_SCHEMAS")
-    return JsonCodec().decode(value, event_type=meta.event_type, aggregate_type=meta.aggregate_type)
+def _header_text(raw: Any) -> str:
+    if raw is None:
+        return ""
+    return raw.decode("utf-8", "replace") if isinstance(raw, (bytes, bytearray)) else str(raw)
 
 
 def _error_code(error: str | None) -> str:

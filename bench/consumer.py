@@ -1,0 +1,214 @@
+"""Benchmark: the consumer runtime next to a raw Kafka read and a naive consumer, on one topic.
+
+    python bench/consumer.py [--quick] [--events N] [--naive-events N] [--redis-url URL]
+
+Produces N router-like records (Avro ``OrderPlaced`` payloads, key = one of 1,000 aggregate ids,
+headers ``id``/``event_type``/``aggregate_type``/``created_at``/``traceparent``) straight to a fresh
+3-partition bench topic (no Debezium in the loop), then measures, in one run, on that topic:
+
+- ``raw``: confluent-kafka ``consume(1000)`` with nothing done per record (the ceiling);
+- ``runtime``: this runtime (decode, dispatch, one HINCRBY per event with dedupe, one
+  ``engine.apply`` and one async commit per batch, DLQ path idle), default settings;
+- ``naive``: one record at a time — decode, handler, one EVALSHA of the same apply script, one
+  synchronous offset commit — over the first ``--naive-events`` records.
+
+Each rate counts from the first record received to the last one done (group join excluded). Redis
+is a redis-server of the bench's own (``appendonly yes``, ``appendfsync always``) unless
+``--redis-url`` is given. Prints a table, then as its LAST line one JSON object with
+``raw_per_s``, ``runtime_per_s``, ``naive_per_s``, ``runtime_vs_raw`` and ``runtime_vs_naive``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+
+import redis
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: tests.support
+
+from confluent_kafka import Consumer, Producer  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+from postbox.codec import AvroCodec, decode_record  # noqa: E402
+from postbox.consumer import App, ConsumerConfig, ConsumerRuntime  # noqa: E402
+from postbox.effects import Effects, EffectsEngine, aggregate_keys  # noqa: E402
+from postbox.events import Event  # noqa: E402
+from postbox.settings import Settings  # noqa: E402
+from tests.support.redis_servers import RedisServer  # noqa: E402
+
+AGGREGATES = 1000
+PARTITIONS = 3
+
+
+def make_app() -> App:
+    app = App("bench")
+
+    @app.handler("benchorder", "OrderPlaced")
+    def placed(event: Event, fx: Effects) -> None:
+        fx.hincrby(aggregate_keys("benchorder", event.aggregate_id)("totals"), "cents", event.payload["total_cents"])
+
+    return app
+
+
+def fill_topic(bootstrap: str, topic: str, n: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS, replication_factor=1)])[topic].result(timeout=30)
+    codec = AvroCodec()
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000, "acks": "all",
+                         "queue.buffering.max.messages": 1_000_000})
+    now = datetime.now(timezone.utc)
+    created = now.isoformat().replace("+00:00", "Z").encode()
+    for i in range(n):
+        order_id = f"o{i % AGGREGATES}"
+        value = codec.encode("order", "OrderPlaced", {
+            "order_id": order_id, "customer_id": "c", "total_cents": i % 100, "placed_at": now,
+            "items": [{"sku": "sku-1", "quantity": 1, "unit_price_cents": i % 100}],
+        })
+        headers = [("id", str(uuid.uuid4()).encode()), ("event_type", b"OrderPlaced"), ("aggregate_type", b"benchorder"),
+                   ("created_at", created), ("traceparent", b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")]
+        while True:
+            try:
+                producer.produce(topic, value=value, key=order_id.encode(), headers=headers)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    if producer.flush(60):
+        raise SystemExit("bench: could not produce the records")
+
+
+def run_raw(bootstrap: str, topic: str, n: int) -> float:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-raw-{uuid.uuid4().hex}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    count, start = 0, None
+    deadline = time.monotonic() + 120
+    try:
+        while count < n and time.monotonic() < deadline:
+            msgs = consumer.consume(1000, 0.5)
+            if msgs and start is None:
+                start = time.perf_counter()
+            count += sum(1 for m in msgs if m.error() is None)
+        return count / (time.perf_counter() - start)
+    finally:
+        consumer.close()
+
+
+def run_runtime(bootstrap: str, redis_url: str, topic: str, n: int) -> tuple[float, ConsumerRuntime]:
+    app = make_app()
+    config = ConsumerConfig.load({}, app=app, group=f"bench-runtime-{uuid.uuid4().hex}", topics=topic,
+                                 kafka_bootstrap=bootstrap, redis_url=redis_url)
+    runtime = ConsumerRuntime(app, config, install_signals=False)
+    thread = threading.Thread(target=runtime.run, daemon=True)
+    thread.start()
+    m = runtime.metrics
+    start = None
+    deadline = time.monotonic() + 300
+    try:
+        while time.monotonic() < deadline:
+            if start is None and m.total("postbox_consumer_events_consumed_total") > 0:
+                start = time.perf_counter()
+            if m.total("postbox_consumer_events_applied_total") + m.total("postbox_consumer_duplicates_skipped_total") >= n:
+                break
+            time.sleep(0.002)
+        elapsed = time.perf_counter() - (start or time.perf_counter())
+        done = m.total("postbox_consumer_events_applied_total")
+    finally:
+        runtime.stop()
+        thread.join(60)
+    if done < n:
+        raise SystemExit(f"bench: the runtime applied only {done:.0f} of {n} events")
+    return n / elapsed, runtime
+
+
+def run_naive(bootstrap: str, client: redis.Redis, topic: str, n: int) -> float:
+    app = make_app()
+    engine = EffectsEngine(client, f"bench-naive-{uuid.uuid4().hex[:8]}")
+    engine.load()
+    codec = AvroCodec()
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-naive-{uuid.uuid4().hex}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    count, start = 0, None
+    deadline = time.monotonic() + 120
+    try:
+        while count < n and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None or msg.error():
+                continue
+            if start is None:
+                start = time.perf_counter()
+            headers = msg.headers()
+            decoded = decode_record(msg.value(), headers, codec=codec)
+            meta = {k: v.decode() for k, v in headers}
+            event = Event(id=meta["id"], aggregate_type=meta["aggregate_type"], aggregate_id=msg.key().decode(),
+                          event_type=decoded.event_type or meta["event_type"], payload=decoded.payload)
+            fx = Effects()
+            app(event, fx)
+            assert engine.apply_one(event.id, fx).applied
+            consumer.commit(message=msg, asynchronous=False)
+            count += 1
+        return count / (time.perf_counter() - start)
+    finally:
+        consumer.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="20,000 events, 1,000 naive")
+    parser.add_argument("--events", type=int, default=None, help="records on the topic (default 100,000; quick 20,000)")
+    parser.add_argument("--naive-events", type=int, default=None, help="records the naive consumer handles (default 3,000)")
+    parser.add_argument("--redis-url", default=None, help="use this Redis instead of a redis-server of the bench's own")
+    parser.add_argument("--kafka-bootstrap", default=None)
+    args = parser.parse_args()
+    n = args.events or (20_000 if args.quick else 100_000)
+    naive_n = min(n, args.naive_events or (1_000 if args.quick else 3_000))
+    settings = Settings.load(kafka_bootstrap=args.kafka_bootstrap)
+    server = None if args.redis_url else RedisServer().start()
+    redis_url = args.redis_url or server.url  # type: ignore[union-attr]
+    client = redis.Redis.from_url(redis_url)
+    topic = f"bench.consumer.{uuid.uuid4().hex[:10]}"
+    try:
+        info = client.info("server")
+        cfg = {k.decode() if isinstance(k, bytes) else k: (v.decode() if isinstance(v, bytes) else v)
+               for k, v in client.config_get("append*").items()}
+        print(f"redis {info['redis_version']} at {redis_url}, appendonly {cfg.get('appendonly')}, appendfsync {cfg.get('appendfsync')}; "
+              f"kafka {settings.kafka_bootstrap}; topic {topic} ({PARTITIONS} partitions)")
+        started = time.perf_counter()
+        fill_topic(settings.kafka_bootstrap, topic, n)
+        print(f"produced {n:,} records in {time.perf_counter() - started:.1f} s")
+        raw = run_raw(settings.kafka_bootstrap, topic, n)
+        runtime_rate, runtime = run_runtime(settings.kafka_bootstrap, redis_url, topic, n)
+        naive = run_naive(settings.kafka_bootstrap, client, topic, naive_n)
+        batches = runtime.metrics.registry.get_sample_value("postbox_consumer_batch_size_count", {"group": runtime.config.group}) or 0
+        print()
+        print(f"{'consumer':<10}{'events':>10}{'events/s':>12}{'vs raw':>9}{'vs naive':>10}")
+        for name, count, rate in (("raw", n, raw), ("runtime", n, runtime_rate), ("naive", naive_n, naive)):
+            print(f"{name:<10}{count:>10,}{rate:>12,.0f}{rate / raw:>9.1%}{rate / naive:>9.1f}x")
+        print(f"runtime: batch_size {runtime.config.batch_size}, {batches:.0f} batches (mean {n / max(batches, 1):.0f} records)")
+        print(json.dumps({
+            "events": n,
+            "naive_events": naive_n,
+            "raw_per_s": round(raw),
+            "runtime_per_s": round(runtime_rate),
+            "naive_per_s": round(naive),
+            "runtime_vs_raw": round(runtime_rate / raw, 4),
+            "runtime_vs_naive": round(runtime_rate / naive, 2),
+            "batch_size": runtime.config.batch_size,
+            "mean_batch": round(n / max(batches, 1), 1),
+        }))
+    finally:
+        client.close()
+        AdminClient({"bootstrap.servers": settings.kafka_bootstrap}).delete_topics([topic])
+        if server is not None:
+            server.stop()
+
+
+if __name__ == "__main__":
+    main()
