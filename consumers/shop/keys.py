@@ -36,6 +36,7 @@ class StockKeys:
         self.available = f"{tag}:available"        # hash SKU -> units on the shelf, not reserved
         self.reserved = f"{tag}:reserved"          # hash SKU -> units held for open orders
         self.applied = f"{tag}:applied"            # hash event id -> times applied
+        self.seeded = f"{tag}:seeded"              # hash SKU -> units put on the shelves
         self._tag = tag
 
     def reservation(self, order_id: str) -> str:

@@ -28,9 +28,11 @@ def apply_sql(admin_url: str) -> list[str]:
 def seed_stock(client: redis.Redis, units: Mapping[str, int], warehouse: str | None = None) -> None:
     """Put stock on the shelves: ``{sku: units}`` available, nothing reserved."""
     keys = StockKeys() if warehouse is None else StockKeys(warehouse)
+    mapping = {sku: int(n) for sku, n in units.items()}
     with client.pipeline(transaction=True) as pipe:
-        pipe.delete(keys.available, keys.reserved)
-        pipe.hset(keys.available, mapping={sku: int(n) for sku, n in units.items()})
+        pipe.delete(keys.available, keys.reserved, keys.seeded)
+        pipe.hset(keys.available, mapping=mapping)
+        pipe.hset(keys.seeded, mapping=mapping)       # what was put on the shelves (for audits)
         pipe.execute()
 
 
