@@ -6,6 +6,7 @@ nothing a user can cause ends in a traceback.
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import typer
@@ -41,6 +42,21 @@ def _register() -> None:
         module.register(app)
 
 
+def _click_exception_types() -> tuple[tuple[type, ...], tuple[type, ...]]:
+    """Usage-error and click-error classes: typer >= 0.20 vendors click as `typer._click` (other
+    classes than a separately installed click, which may not be installed at all)."""
+    usage: tuple[type, ...] = ()
+    clicks: tuple[type, ...] = ()
+    for module in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            exceptions = importlib.import_module(module)
+        except ImportError:
+            continue
+        usage += (exceptions.UsageError,)
+        clicks += (exceptions.ClickException,)
+    return usage, clicks
+
+
 def main() -> None:
     """Console-script entry point."""
     _register()
@@ -58,17 +74,7 @@ def main() -> None:
     except typer.Abort:
         sys.exit(1)
     except Exception as exc:  # click usage errors arrive here in non-standalone mode
-        import click
-
-        usage: tuple[type, ...] = (click.exceptions.UsageError,)
-        clicks: tuple[type, ...] = (click.exceptions.ClickException,)
-        try:  # typer >= 0.20 vendors click as typer._click: its exceptions are other classes
-            from typer._click import exceptions as typer_click
-
-            usage += (typer_click.UsageError,)
-            clicks += (typer_click.ClickException,)
-        except ImportError:
-            pass
+        usage, clicks = _click_exception_types()
         if isinstance(exc, usage):
             exc.show()
             sys.exit(2)
