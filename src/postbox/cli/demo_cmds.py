@@ -19,7 +19,7 @@ def demo(
     plain: bool = typer.Option(False, "--plain", help="Plain progress lines even on a terminal (automatic when stdout is not one)."),
     json_output: bool = typer.Option(False, "--json", help="Print the result as one JSON object on stdout (progress goes to stderr)."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Random seed for a reproducible order mix."),
-    admin_url: Optional[str] = typer.Option(None, "--admin-url", help="Admin connection for the shop's tables (default: the local stack's; POSTBOX_ADMIN_URL)."),
+    admin_url: Optional[str] = typer.Option(None, "--admin-url", help="Admin connection for the shop's tables (default: the local stack's; POSTBOX_ADMIN_DATABASE_URL)."),
 ) -> int:
     """Run the order saga end to end: place orders, watch every stage live, check the invariants.
 

@@ -152,7 +152,7 @@ class Demo:
     def _stack(self, say: Callable[[str], None]) -> tuple[Settings, str]:
         external = [var for var in ENV_NAMES.values() if os.environ.get(var)]
         bring_up = self.cfg.bring_up if self.cfg.bring_up is not None else not external
-        admin_url = self.cfg.admin_url or os.environ.get("POSTBOX_ADMIN_URL")
+        admin_url = self.cfg.admin_url or os.environ.get("POSTBOX_ADMIN_DATABASE_URL")
         if bring_up:
             from postbox.stack.stack import LocalStack
 
@@ -162,12 +162,12 @@ class Demo:
             admin_url = admin_url or stack.postgres.admin_url()
         elif admin_url is None:
             try:
-                from postbox.stack.stack import LocalStack
+                from postbox.stack.stack import admin_database_url
 
-                admin_url = LocalStack(locate_tools=False).postgres.admin_url()
+                admin_url = admin_database_url()
             except Exception as exc:  # noqa: BLE001
                 raise DemoError("the demo needs an admin connection to create the shop's tables",
-                                fix="pass --admin-url (or POSTBOX_ADMIN_URL) for a superuser or the database owner") from exc
+                                fix="pass --admin-url (or POSTBOX_ADMIN_DATABASE_URL) for a superuser or the database owner") from exc
         return Settings.load(), admin_url
 
     def _lock(self, conn: psycopg.Connection[Any], say: Callable[[str], None]) -> None:
