@@ -672,6 +672,7 @@ def connector_restart(
 def connector_apply(
     file: Optional[Path] = typer.Option(None, "--file", help="Connector JSON (default: connectors/outbox.json)."),
     yes: bool = YesOpt,
+    wait: float = typer.Option(0.0, "--wait", help="Then wait up to this many seconds for connector and tasks to be RUNNING."),
     json_output: bool = JsonOpt,
     connect_url: Optional[str] = ConnectOpt,
     kafka_bootstrap: Optional[str] = KafkaOpt,
@@ -694,6 +695,8 @@ def connector_apply(
             verb = "create" if current is None else f"update {len(changes)} setting(s) of"
             _confirm(f"{verb} connector {connector.name} from {file}?", yes)
             outcome = client.apply(connector)
+        if wait > 0:
+            client.wait_running(connector.name, wait)
     entry = None
     if outcome != "unchanged":
         with _kafka(settings) as kafka:
