@@ -28,6 +28,7 @@ import asyncio
 import inspect
 import logging
 import os
+import re
 import signal
 import threading
 import time
@@ -68,6 +69,9 @@ REBALANCE_COMMIT_ERRORS = {
     KafkaError.FENCED_INSTANCE_ID,
     KafkaError._ASSIGNMENT_LOST,
 }
+#: What an event id (the dedupe key, part of the marker's key) may look like: UUIDs and the ids of
+#: stock Debezium outboxes pass; empty, blank, control characters or a huge value do not.
+_ID_OK = re.compile(r"[\x21-\x7e]{1,200}\Z")
 _TRANSIENT_HANDLER_ERRORS = (TransientEffectError, redis.ConnectionError, redis.TimeoutError)
 LAG_INTERVAL_S = 5.0
 
@@ -461,6 +465,8 @@ class ConsumerRuntime:
                         block(item.tp, item.offset, "dlq", error)
 
         # 5. what is finished per partition; back off the blocked ones
+        if log.isEnabledFor(logging.DEBUG):
+            self._log_batch(items, results if to_apply else [], blocked)
         last: dict[tuple[str, int], int] = {}
         for item in items:
             last[item.tp] = item.offset
@@ -476,6 +482,23 @@ class ConsumerRuntime:
                 state.done = offset + 1
                 state.failures = 0
 
+    def _log_batch(self, items: list[_Item], results: "list[ApplyResult] | None", blocked: dict) -> None:
+        """One DEBUG line per batch with its outcome counts, before its offsets are committed.
+
+        Metrics die with a SIGKILLed process; these lines stay in its log, so the fault suite can
+        sum, across every process of a run, how many records were seen, applied, and absorbed as
+        duplicates by the dedupe marker (``retried``: records left for a transient retry)."""
+        results = results or []
+        log_event(
+            log, logging.DEBUG, "batch finished",
+            records=len(items),
+            applied=sum(1 for r in results if r.applied),
+            duplicates=sum(1 for r in results if r.duplicate),
+            failed=sum(1 for i in items if i.failure is not None and i.failure.kind == "permanent"),
+            retried=sum(1 for i in items if i.tp in blocked and i.offset >= blocked[i.tp][0]),
+            partitions=",".join(f"{t}[{p}]" for t, p in sorted({i.tp for i in items})),
+        )
+
     def _prepare(self, item: _Item) -> None:
         msg = item.msg
         try:
@@ -484,6 +507,9 @@ class ConsumerRuntime:
             meta = EventHeaders.parse(headers)
             if not meta.event_id:
                 raise DecodeError(f"record {msg.topic()}[{msg.partition()}]@{msg.offset()} has no 'id' header (the event id is the dedupe key)")
+            if not _ID_OK.match(meta.event_id):
+                raise DecodeError(f"record {msg.topic()}[{msg.partition()}]@{msg.offset()} has a malformed 'id' header {meta.event_id[:80]!r}"
+                                  " (the dedupe key must be 1-200 printable characters without spaces)")
             aggregate_hint = meta.aggregate_type or _aggregate_from_topic(msg.topic())
             decoded = self._decode(msg.value(), meta, aggregate_hint)
             event_type = decoded.event_type or meta.event_type

@@ -440,6 +440,12 @@ class EffectsEngine:
             return TransientEffectError(f"Redis unreachable or reply lost: {exc}", reason=reason)
         if isinstance(exc, ClusterCrossSlotError):
             return EffectEngineError(f"Redis said CROSSSLOT for a call the engine grouped by slot: {exc}")
+        if isinstance(exc, redis.exceptions.NoPermissionError):
+            return EffectEngineError(
+                f"Redis refused the apply for lack of permission (ACL): {exc}",
+                fix="the consumer's Redis user may not touch a key (or run a command) of this batch: add the key pattern to "
+                "POSTBOX_REDIS_KEY_PATTERNS and regenerate the ACL (`postbox down && postbox up` locally), or fix the handler's keys",
+            )
         code = getattr(exc, "status_code", None) or str(exc).split(" ", 1)[0]
         if code in _TRANSIENT_CODES:
             return TransientEffectError(f"Redis refused the call ({code}): {exc}", reason=code)

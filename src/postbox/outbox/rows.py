@@ -7,6 +7,7 @@ so the caller's transaction has not been touched and stays usable.
 
 from __future__ import annotations
 
+import os
 import uuid
 from dataclasses import dataclass
 from importlib import resources
@@ -26,6 +27,10 @@ def _sql(name: str) -> str:
 
 
 INSERT_SQL = _sql("insert.sql")
+MAX_PAYLOAD_ENV = "POSTBOX_MAX_PAYLOAD_BYTES"
+#: Below Kafka's default 1 MiB record limit (broker message.max.bytes, Connect's max.request.size),
+#: leaving room for the key and the router's headers.
+MAX_PAYLOAD_BYTES = int(os.environ.get(MAX_PAYLOAD_ENV) or 1_000_000)
 DELETE_SQL = _sql("delete.sql")
 
 
@@ -113,6 +118,15 @@ class RowFactory:
                 )
             body = self._json.encode(payload)
             schema_version = None
+        if len(body) > MAX_PAYLOAD_BYTES:
+            raise PayloadError(
+                f"{aggregate_type}/{event_type}: encoded payload is {len(body):,} bytes, over the {MAX_PAYLOAD_BYTES:,}-byte limit "
+                "(Kafka refuses records over ~1 MB by default: the connector could never deliver it)",
+                event_type=event_type,
+                field="payload",
+                value=f"<{len(body)} bytes>",
+                fix=f"keep large data elsewhere and put a reference in the event, or raise {MAX_PAYLOAD_ENV} together with the broker's and Connect's size limits",
+            )
         trace = resolve_traceparent(traceparent)
         event = EmittedEvent(
             id=event_id if event_id is not None else uuid7(),
