@@ -27,16 +27,25 @@ def unique() -> str:
     return uuid.uuid4().hex[:10]
 
 
+@pytest.fixture(scope="session")
+def admin_redis_url() -> str:
+    """Redis as its admin (``default``) user for test set-up and checks the consumer user may not
+    make: POSTBOX_ADMIN_REDIS_URL, else the local stack's. Consumers under test use settings.redis_url."""
+    from postbox.stack.stack import admin_redis_url as url
+
+    return url()
+
+
 @pytest.fixture
-def redis_client(settings: Settings) -> Iterator["object"]:
-    """A redis-py client on the stack's Redis (bytes replies)."""
+def redis_client(admin_redis_url: str) -> Iterator["object"]:
+    """A redis-py client on the stack's Redis as its admin user (bytes replies)."""
     import redis
 
-    client = redis.Redis.from_url(settings.redis_url)
+    client = redis.Redis.from_url(admin_redis_url)
     try:
         client.ping()
     except redis.ConnectionError as exc:  # pragma: no cover - environment problem
-        pytest.fail(f"Redis at {settings.redis_url} is unreachable ({exc}); run `postbox up` first")
+        pytest.fail(f"Redis at POSTBOX_ADMIN_REDIS_URL is unreachable ({exc}); run `postbox up` first")
     yield client
     client.close()
 

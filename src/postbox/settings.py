@@ -72,6 +72,8 @@ class Settings:
                 values[name], sources[name] = env[var], var
             elif name == "database_url" and (local := local_database_url()):
                 values[name], sources[name] = local, "local stack"
+            elif name == "redis_url" and (local := local_redis_url(env)):
+                values[name], sources[name] = local, "local stack"
             else:
                 values[name], sources[name] = _local_default(name, env), "default"
         unknown = set(overrides) - set(ENV_NAMES)
@@ -159,3 +161,25 @@ def local_database_url() -> str | None:
         return None
     port = os.environ.get("POSTBOX_PG_PORT") or str(LOCAL_PG_PORT)
     return f"postgresql://postbox_app:{password}@127.0.0.1:{port}/postbox"
+
+
+def local_redis_url(env: Mapping[str, str] | None = None) -> str | None:
+    """The consumer user's URL on the local stack, password included, once its Redis runs with the
+    stack's aclfile (the marker `run/redis-acl.active` names the port it was started on)."""
+    env = os.environ if env is None else env
+    port = env.get("POSTBOX_REDIS_PORT") or str(LOCAL_REDIS_PORT)
+    try:
+        from postbox.effects.acl import CONSUMER_USER
+        from postbox.stack.layout import default_state_dir
+        from postbox.stack.secrets import read_secrets
+
+        state = default_state_dir()
+        marker = state / "run" / "redis-acl.active"
+        if not marker.is_file() or marker.read_text().strip() != f"port={port}":
+            return None
+        password = read_secrets(state / "secrets.env").get("POSTBOX_REDIS_CONSUMER_PASSWORD")
+    except Exception:  # no project folder, unreadable file: fall back to the plain default
+        return None
+    if not password:
+        return None
+    return f"redis://{CONSUMER_USER}:{password}@127.0.0.1:{port}/0"

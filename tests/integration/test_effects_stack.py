@@ -51,14 +51,15 @@ def test_harness_shows_a_redelivered_event_applied_once(settings, unique: str) -
     assert not h.redis.exists(*touched)  # the harness cleaned up after itself
 
 
-def test_harness_reports_failures_and_mixed_slots(settings, unique: str) -> None:
+def test_harness_reports_failures_and_mixed_slots(admin_redis_url, unique: str) -> None:
+    # Admin user: the cross-slot handler's untagged keys are outside the consumer ACL's key patterns.
     def bad_handler(event: Event, fx: Effects) -> None:
         fx.set(f"{{{unique}}}:s", "text").hincrby(f"{{{unique}}}:s", "f", 1)
 
     def cross_slot_handler(event: Event, fx: Effects) -> None:
         fx.set(f"a:{unique}", 1).set(f"b:{unique}", 2)
 
-    with EffectsHarness(settings.redis_url) as h:
+    with EffectsHarness(admin_redis_url) as h:
         with pytest.raises(PermanentEffectError, match="WRONGTYPE"):
             h.deliver(bad_handler, make_event("X"))
         assert not h.redis.exists(f"{{{unique}}}:s")

@@ -76,3 +76,15 @@ def test_no_password_is_written_into_the_file(path):
     for match in re.finditer(r"(?i)(password[A-Z_]*)\s*[:=]\s*\"?([^\s\"]+)", text):
         value = match.group(2)
         assert value.startswith("${"), f"{path}: {match.group(1)} has a literal value"
+
+
+def test_redis_gets_the_same_consumer_acl_as_the_local_stack():
+    from postbox.effects.acl import consumer_rules
+
+    redis = SERVICES["redis"]
+    assert "--aclfile" in redis["command"]
+    assert redis["entrypoint"][-1] == "/postbox-redis/entrypoint.sh"
+    rules = [line for line in (ROOT / "infra" / "redis" / "consumer.rules").read_text().splitlines() if not line.startswith("#")]
+    assert rules == [" ".join(consumer_rules())], "infra/redis/consumer.rules is out of date (see its header)"
+    for var in ("POSTBOX_REDIS_ADMIN_PASSWORD", "POSTBOX_REDIS_CONSUMER_PASSWORD"):
+        assert redis["environment"][var].startswith("${"), var

@@ -22,6 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+import os
+
 import redis
 
 Method = Literal["appendfsync-always", "waitaof", "none"]
@@ -58,11 +60,46 @@ def check_server(client: redis.Redis) -> Durability:
     try:
         config = _decode(client.config_get("append*"))
     except redis.ResponseError as exc:
-        return Durability(
-            False,
-            "none",
-            f"cannot read the server's AOF settings (CONFIG GET refused: {exc}); assume acknowledged applies may be lost in a crash",
-        )
+        declared = declared_appendfsync()
+        if not _no_permission(exc) or declared is None:
+            return Durability(
+                False,
+                "none",
+                f"cannot read the server's AOF settings (CONFIG GET refused: {exc}); assume acknowledged applies may be lost in a crash"
+                + ("" if declared is not None else f" (a user without CONFIG: declare the server's policy in {APPENDFSYNC_ENV})"),
+            )
+        # An ACL user without CONFIG (postbox.effects.acl): AOF on/off from INFO persistence, the
+        # fsync policy as declared by whoever configured the server.
+        persistence = _decode(client.info("persistence"))
+        config = {"appendonly": "yes" if persistence.get("aof_enabled") == "1" else "no", "appendfsync": declared}
+        source = f" (appendfsync as declared by {APPENDFSYNC_ENV}; AOF state from INFO persistence)"
+        verdict = _verdict(client, config)
+        return Durability(verdict.durable, verdict.method, verdict.reason + source)
+    return _verdict(client, config)
+
+
+#: The fsync policy of a server whose CONFIG the consumer may not read (the local stack sets the
+#: server's policy from the same variable, default ``always``).
+APPENDFSYNC_ENV = "POSTBOX_REDIS_APPENDFSYNC"
+
+
+def declared_appendfsync() -> str | None:
+    """``POSTBOX_REDIS_APPENDFSYNC`` if set; else ``always`` when the local stack's Redis runs with its
+    generated ACL (the stack configured that server with the same default); else None (unknown)."""
+    value = os.environ.get(APPENDFSYNC_ENV, "").strip().lower()
+    if value:
+        return value
+    try:
+        from postbox.stack.layout import default_state_dir
+
+        if (default_state_dir() / "run" / "redis-acl.active").is_file():
+            return "always"
+    except Exception:  # no project folder
+        return None
+    return None
+
+
+def _verdict(client: redis.Redis, config: dict[str, str]) -> Durability:
     appendonly = config.get("appendonly", "no").lower()
     appendfsync = config.get("appendfsync", "everysec").lower()
     if appendonly != "yes":
@@ -89,10 +126,15 @@ def has_waitaof(client: redis.Redis) -> bool:
     try:
         client.execute_command("WAITAOF", 0, 0, 0)
     except redis.ResponseError as exc:
-        if "unknown command" in str(exc).lower():
-            return False
+        if "unknown command" in str(exc).lower() or _no_permission(exc):
+            return False  # NOPERM: a user without WAITAOF (postbox.effects.acl) cannot use it either
         raise
     return True
+
+
+def _no_permission(exc: Exception) -> bool:
+    """An ACL refusal (redis-py strips the NOPERM code from the message)."""
+    return isinstance(exc, redis.exceptions.NoPermissionError) or "NOPERM" in str(exc) or "no permissions" in str(exc)
 
 
 def _decode(mapping: dict) -> dict[str, str]:

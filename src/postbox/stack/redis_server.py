@@ -1,4 +1,12 @@
-"""Redis of the local stack: AOF on, `appendfsync always` unless POSTBOX_REDIS_APPENDFSYNC says otherwise."""
+"""Redis of the local stack: AOF on, `appendfsync always` unless POSTBOX_REDIS_APPENDFSYNC says otherwise.
+
+Access control: an aclfile in the run folder (mode 0600, passwords only as SHA-256) with two users,
+``default`` (everything; the stack's own checks use it) and ``postbox_consumer`` (the commands and
+key patterns of postbox.effects.acl; ``POSTBOX_REDIS_KEY_PATTERNS`` changes the patterns). The
+passwords live in the secrets file. ``acl_active`` tells whether the running server was started
+with the aclfile (a server started before ACLs existed keeps working without credentials until the
+next restart).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +16,7 @@ from pathlib import Path
 from postbox.errors import StackError
 from postbox.stack.layout import StackLayout
 from postbox.stack.processes import ManagedProcess, port_open, port_owner, wait_until
+from postbox.stack.secrets import read_secrets
 from postbox.stack.templates import render, write_if_changed
 
 APPENDFSYNC_CHOICES = ("always", "everysec", "no")
@@ -36,6 +45,32 @@ class LocalRedis:
     def config_path(self) -> Path:
         return self.layout.run / "redis.conf"
 
+    @property
+    def acl_path(self) -> Path:
+        return self.layout.run / "redis-users.acl"
+
+    @property
+    def acl_marker(self) -> Path:
+        """Written when the server is started with the aclfile: clients must then authenticate."""
+        return self.layout.run / "redis-acl.active"
+
+    def acl_active(self) -> bool:
+        return self.acl_marker.is_file()
+
+    def _passwords(self) -> tuple[str, str]:
+        secrets = read_secrets(self.layout.secrets_file)
+        return secrets.get("POSTBOX_REDIS_ADMIN_PASSWORD", ""), secrets.get("POSTBOX_REDIS_CONSUMER_PASSWORD", "")
+
+    def admin_url(self) -> str:
+        admin, _ = self._passwords()
+        return f"redis://default:{admin}@{self.address}/0" if self.acl_active() and admin else f"redis://{self.address}/0"
+
+    def consumer_url(self) -> str:
+        from postbox.effects.acl import CONSUMER_USER
+
+        _, consumer = self._passwords()
+        return f"redis://{CONSUMER_USER}:{consumer}@{self.address}/0" if self.acl_active() and consumer else f"redis://{self.address}/0"
+
     def appendfsync(self) -> str:
         value = os.environ.get("POSTBOX_REDIS_APPENDFSYNC", "always")
         if value not in APPENDFSYNC_CHOICES:
@@ -49,8 +84,16 @@ class LocalRedis:
         return self.process.pid()
 
     def init(self) -> bool:
-        conf = render("redis.conf", {"redis_port": self.port, "data_dir": self.layout.redis_dir, "appendfsync": self.appendfsync()})
-        return write_if_changed(self.config_path, conf)
+        from postbox.effects.acl import aclfile, key_patterns
+
+        admin, consumer = self._passwords()
+        if not admin or not consumer:
+            raise StackError(f"Redis passwords missing from {self.layout.secrets_file}", fix="run `postbox up` (it generates them)")
+        acl_changed = write_if_changed(self.acl_path, aclfile(admin, consumer, key_patterns()))
+        os.chmod(self.acl_path, 0o600)
+        conf = render("redis.conf", {"redis_port": self.port, "data_dir": self.layout.redis_dir, "appendfsync": self.appendfsync(),
+                                     "aclfile": self.acl_path})
+        return write_if_changed(self.config_path, conf) or acl_changed
 
     def start(self) -> str:
         if self.running():
@@ -61,6 +104,10 @@ class LocalRedis:
                 fix="stop it (e.g. `systemctl stop redis-server`) or set POSTBOX_REDIS_PORT to a free port",
             )
         self.process.start([str(self.redis_server), str(self.config_path)])
+        if "aclfile " in self.config_path.read_text():
+            self.acl_marker.write_text(f"port={self.port}\n")  # read by postbox.settings.local_redis_url
+        else:
+            self.acl_marker.unlink(missing_ok=True)
         if not wait_until(self.ready, 30):
             raise StackError(f"Redis did not answer PING within 30 s (log: {self.log_path})")
         return "started"
@@ -71,13 +118,15 @@ class LocalRedis:
         if not self.process.running():
             raise StackError(f"redis-server exited during start (log: {self.log_path})")
         try:
-            client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=1)
+            client = redis.Redis.from_url(self.admin_url(), socket_timeout=1)
             try:
                 return bool(client.ping())
             finally:
                 client.close()
         except redis.exceptions.BusyLoadingError:
             return False
+        except redis.AuthenticationError as exc:
+            raise StackError(f"Redis refused the stack's admin password ({exc})", fix="`postbox down && postbox up` to restart it with the current aclfile") from exc
         except redis.ConnectionError:
             return False
 

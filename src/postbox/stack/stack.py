@@ -76,7 +76,7 @@ class LocalStack:
         return {
             "POSTBOX_DATABASE_URL": self.app_database_url(),
             "POSTBOX_KAFKA_BOOTSTRAP": self.kafka.address,
-            "POSTBOX_REDIS_URL": f"redis://{self.redis.address}/0",
+            "POSTBOX_REDIS_URL": self.redis.consumer_url(),
             "POSTBOX_CONNECT_URL": self.connect.url,
         }
 
@@ -295,6 +295,16 @@ def _ticker(progress: Progress, label: str, with_state: bool = False):
             progress(f"{label}… {elapsed:.0f}s{suffix}")
 
     return tick
+
+
+def admin_redis_url() -> str:
+    """Redis as its ``default`` (admin) user: POSTBOX_ADMIN_REDIS_URL, else the local stack's.
+
+    For administration only (tests, benchmarks); consumers and the CLI use POSTBOX_REDIS_URL.
+    """
+    import os
+
+    return os.environ.get("POSTBOX_ADMIN_REDIS_URL") or LocalStack(locate_tools=False).redis.admin_url()
 
 
 def admin_database_url() -> str:
