@@ -80,3 +80,17 @@ def clash(event: Event, fx: Effects) -> None:
     k = aggregate_keys(event.aggregate_type, event.aggregate_id)
     fx.rpush(k("seq"), seq_of(event))
     fx.hset(k("str"), "field", "value")
+
+
+# ``audited``: the fault suite's handler. Like ``app`` (sequence list + count per aggregate), plus a
+# per-event apply counter ``{<aggregate_type>:<aggregate_id>}:applied`` (event id → times applied):
+# a double application shows as 2 on the very event, even if the sequence list were rebuilt.
+audited = App()
+
+
+@audited.catch_all
+def count_and_audit(event: Event, fx: Effects) -> None:
+    if _SLEEP:
+        time.sleep(_SLEEP)
+    record(event, fx)
+    fx.hincrby(aggregate_keys(event.aggregate_type, event.aggregate_id)("applied"), event.id, 1)

@@ -1,0 +1,656 @@
+"""The fault suite's machinery: a steady writer load, consumer processes, kills, and the verdict.
+
+A run (:class:`FaultRun`) owns one aggregate type (so one topic), one consumer group and the
+``tests.apps.counting:audited`` handler, whose Redis state shows every double or missing
+application: per aggregate the list of applied sequence numbers (order and exactly-once at a
+glance) and a per-event apply counter.
+
+- :class:`Emitter` (a thread) emits events through the writer at a bounded rate, one transaction
+  per few events, and knows exactly which events committed: when a commit fails it asks
+  PostgreSQL (``pg_xact_status`` of the transaction's id, from a new connection) whether the
+  transaction committed; if it did not, the same events (same per-aggregate sequence numbers) are
+  emitted again in a new transaction. So the set of committed events is exact, and per aggregate
+  their sequence numbers are 0, 1, 2, ... in commit order.
+- :class:`ConsumerGroup` runs ``postbox consume`` processes with DEBUG logs, whose
+  ``batch finished`` lines survive a SIGKILL and say how many records each process saw, applied
+  and absorbed as duplicates.
+- ``kill_*`` methods kill one component, restart it, and measure the **recovery time**: from the
+  kill until the first event committed after the kill is applied in Redis.
+- :meth:`FaultRun.verdict` drains, reads Redis and the whole topic, and returns a :class:`Verdict`
+  listing every violation (lost, applied twice, out of order, applied but never committed, missing
+  from the topic) plus the figures.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import threading
+import time
+import uuid
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+import psycopg
+import redis
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from postbox.codec import AvroCodec
+from postbox.outbox import Event, Outbox
+from postbox.schemas import SchemaRepository
+from postbox.settings import Settings
+from postbox.stack.stack import LocalStack
+from tests.support.consumers import ConsumerProcess
+
+ROOT = Path(__file__).resolve().parents[2]
+NOW = datetime(2024, 5, 6, 7, 8, 9, tzinfo=timezone.utc)
+PARTITIONS_EXPECTED = 1  # the router creates outbox topics with the broker default (1 partition locally)
+
+
+def _payload(aggregate_id: str, seq: int) -> dict[str, Any]:
+    return {"order_id": aggregate_id, "customer_id": "c", "total_cents": seq, "placed_at": NOW,
+            "items": [{"sku": "s", "quantity": 1, "unit_price_cents": seq}]}
+
+
+@dataclass
+class Committed:
+    id: str
+    aggregate_id: str
+    seq: int
+    at: float  # monotonic time of the commit
+
+
+# -- the writer load ---------------------------------------------------------------------------------
+
+
+class Emitter(threading.Thread):
+    """Emits ``per_tx`` events per transaction, ``rate`` events/s at most, until stopped."""
+
+    def __init__(self, database_url: str, outbox: Outbox, aggregate_type: str, aggregates: int, *,
+                 rate: float, per_tx: int, limit: int | None = None, log: Callable[[str], None] = print) -> None:
+        super().__init__(daemon=True, name=f"emitter-{aggregate_type}")
+        self.database_url = database_url
+        self.outbox = outbox
+        self.aggregate_type = aggregate_type
+        self.ids = [f"a{i}" for i in range(aggregates)]
+        self.rate = rate
+        self.per_tx = per_tx
+        self.limit = limit
+        self.log = log
+        self.committed: list[Committed] = []
+        self.next_seq: dict[str, int] = {a: 0 for a in self.ids}
+        self.lock = threading.Lock()
+        self.stop_flag = threading.Event()
+        self.paused = threading.Event()
+        self.error: BaseException | None = None
+        self._big: list[tuple[int, threading.Event]] = []
+        self._cursor = 0
+        self._conn: psycopg.Connection | None = None
+        # figures
+        self.transactions = 0
+        self.commit_failures = 0       # a statement or the COMMIT raised
+        self.resolved_committed = 0    # ... and pg_xact_status said it had committed anyway
+        self.retried_transactions = 0  # ... and it had not: the same events were emitted again
+        self.big_batches: list[int] = []
+
+    # public ------------------------------------------------------------------------------------------
+    def count(self) -> int:
+        with self.lock:
+            return len(self.committed)
+
+    def first_after(self, t: float) -> Committed | None:
+        """The first event committed after monotonic time ``t`` (None yet)."""
+        with self.lock:
+            found = None
+            for c in reversed(self.committed):
+                if c.at <= t:
+                    break
+                found = c
+            return found
+
+    def big_batch(self, n: int) -> threading.Event:
+        """Ask for one transaction of ``n`` events (emit_many); the event is set once committed."""
+        done = threading.Event()
+        with self.lock:
+            self._big.append((n, done))
+        return done
+
+    def stop(self, timeout: float = 60) -> None:
+        self.stop_flag.set()
+        self.join(timeout)
+        if self.is_alive():
+            raise AssertionError("emitter thread did not stop")
+        if self._conn is not None:
+            self._conn.close()
+        if self.error is not None:
+            raise AssertionError(f"emitter failed: {self.error!r}") from self.error
+
+    # the loop ------------------------------------------------------------------------------------------
+    def run(self) -> None:
+        try:
+            interval = self.per_tx / self.rate
+            next_at = time.monotonic()
+            while not self.stop_flag.is_set():
+                if self.limit is not None and self.count() >= self.limit:
+                    self.stop_flag.wait(0.05)
+                    continue
+                if self.paused.is_set():
+                    self.stop_flag.wait(0.05)
+                    next_at = time.monotonic()
+                    continue
+                with self.lock:
+                    big = self._big.pop(0) if self._big else None
+                if big is not None:
+                    n, done = big
+                    self._transaction(self._plan(n))
+                    self.big_batches.append(n)
+                    done.set()
+                    continue
+                n = self.per_tx if self.limit is None else min(self.per_tx, self.limit - self.count())
+                self._transaction(self._plan(n))
+                next_at += interval
+                delay = next_at - time.monotonic()
+                if delay > 0:
+                    self.stop_flag.wait(delay)
+                else:
+                    next_at = time.monotonic()  # behind (an outage): do not burst to catch up
+        except BaseException as exc:  # surfaced by stop()
+            self.error = exc
+
+    def _plan(self, n: int) -> list[tuple[str, int]]:
+        plan = []
+        for _ in range(n):
+            agg = self.ids[self._cursor % len(self.ids)]
+            self._cursor += 1
+            plan.append((agg, self.next_seq[agg]))
+            self.next_seq[agg] += 1
+        return plan
+
+    def _connection(self) -> psycopg.Connection:
+        deadline = time.monotonic() + 180
+        delay = 0.05
+        while self._conn is None or self._conn.closed:
+            try:
+                self._conn = psycopg.connect(self.database_url, connect_timeout=3)
+            except psycopg.OperationalError:
+                if time.monotonic() > deadline or self.stop_flag.is_set() and time.monotonic() > deadline - 150:
+                    raise
+                time.sleep(delay)
+                delay = min(1.0, delay * 2)
+        return self._conn
+
+    def _transaction(self, plan: list[tuple[str, int]]) -> None:
+        """Commit ``plan`` exactly once, whatever happens to PostgreSQL meanwhile."""
+        events = [Event(self.aggregate_type, agg, "OrderPlaced", _payload(agg, seq)) for agg, seq in plan]
+        for _attempt in range(1000):
+            conn = self._connection()
+            xid = None
+            emitted = []
+            try:
+                xid = conn.execute("SELECT pg_current_xact_id()::text").fetchone()[0]
+                emitted = self.outbox.emit_many(conn, events)
+                conn.commit()
+                outcome = "committed"
+            except psycopg.Error:
+                self.commit_failures += 1
+                try:
+                    conn.close()
+                except psycopg.Error:
+                    pass
+                outcome = self._resolve(xid) if xid is not None and emitted else "aborted"
+                if outcome == "committed":
+                    self.resolved_committed += 1
+                else:
+                    self.retried_transactions += 1
+                    continue
+            now = time.monotonic()
+            self.transactions += 1
+            with self.lock:
+                self.committed.extend(Committed(str(e.id), agg, seq, now) for e, (agg, seq) in zip(emitted, plan))
+            return
+        raise AssertionError("a transaction failed 1000 times in a row")
+
+    def _resolve(self, xid: str) -> str:
+        """Did transaction ``xid`` commit? Asked on a new connection once PostgreSQL answers again."""
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            try:
+                with psycopg.connect(self.database_url, connect_timeout=3, autocommit=True) as conn:
+                    status = conn.execute("SELECT pg_xact_status(%s::xid8)", (xid,)).fetchone()[0]
+            except psycopg.OperationalError:
+                time.sleep(0.2)
+                continue
+            if status in ("committed", "aborted"):
+                return status
+            if status is None:  # too old to know: never the case for a transaction of seconds ago
+                raise AssertionError(f"pg_xact_status({xid}) unknown")
+            time.sleep(0.1)  # in progress: the backend has not noticed the broken connection yet
+        raise AssertionError(f"transaction {xid}: outcome still unknown after 180 s")
+
+
+# -- consumers -----------------------------------------------------------------------------------------
+
+
+class ConsumerGroup:
+    """``postbox consume tests.apps.counting:audited`` processes of one group; logs kept per process."""
+
+    def __init__(self, env: dict[str, str], log_dir: Path, members: int = 1) -> None:
+        self.env = env
+        self.log_dir = log_dir
+        self.members = members
+        self.processes: list[ConsumerProcess] = []
+        self.retired: list[ConsumerProcess] = []
+        self._n = 0
+
+    def start(self) -> None:
+        while len(self.processes) < self.members:
+            self._n += 1
+            self.processes.append(ConsumerProcess("tests.apps.counting:audited", self.env, self.log_dir / f"consumer-{self._n}.log"))
+
+    def kill_one(self) -> None:
+        victim = self.processes.pop(0)
+        victim.kill()
+        self.retired.append(victim)
+
+    def check_alive(self) -> None:
+        for p in self.processes:
+            if not p.alive():
+                raise AssertionError(f"consumer exited with {p.process.returncode}: {p.output()[-1500:]}")
+
+    def stop(self) -> None:
+        for p in self.processes:
+            try:
+                p.terminate(timeout=30)
+            except AssertionError:
+                pass
+            self.retired.append(p)
+        self.processes = []
+
+    def close(self) -> None:
+        for p in self.processes + self.retired:
+            p.close()
+
+    def batch_totals(self) -> dict[str, int]:
+        """Sums of the ``batch finished`` log lines of every process of the run."""
+        totals: Counter = Counter()
+        for path in sorted(self.log_dir.glob("consumer-*.log")):
+            for line in path.read_text(errors="replace").splitlines():
+                if '"batch finished"' not in line:
+                    continue
+                try:
+                    data = json.loads(line)
+                except ValueError:
+                    continue  # a line cut by SIGKILL
+                for key in ("records", "applied", "duplicates", "failed", "retried"):
+                    totals[key] += int(data.get(key, 0))
+                totals["batches"] += 1
+            text = path.read_text(errors="replace")
+            totals["transient_pauses"] += text.count('"transient failure: partition paused')
+        return dict(totals)
+
+
+# -- the verdict ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Kill:
+    component: str
+    note: str
+    recovery_s: float | None
+    restart_s: float
+
+
+@dataclass
+class Verdict:
+    scenario: str
+    committed: int
+    applied: int
+    topic_records: int
+    topic_duplicates: int
+    consumer: dict[str, int]
+    emitter: dict[str, int]
+    kills: list[Kill]
+    seconds: float
+    violations: list[str] = field(default_factory=list)
+
+    @property
+    def duplicates_absorbed(self) -> int:
+        return self.consumer.get("duplicates", 0)
+
+    def figures(self) -> dict[str, Any]:
+        recoveries = [k.recovery_s for k in self.kills if k.recovery_s is not None]
+        by_component: dict[str, list[float]] = defaultdict(list)
+        for k in self.kills:
+            if k.recovery_s is not None:
+                by_component[k.component].append(round(k.recovery_s, 2))
+        return {
+            "scenario": self.scenario, "seconds": round(self.seconds, 1),
+            "events_committed": self.committed, "events_applied": self.applied,
+            "lost": sum(1 for v in self.violations if v.startswith("lost")),
+            "violations": len(self.violations),
+            "topic_records": self.topic_records, "topic_duplicates": self.topic_duplicates,
+            "records_consumed": self.consumer.get("records", 0),
+            "duplicates_absorbed": self.duplicates_absorbed,
+            "duplicates_from_redelivery": max(0, self.duplicates_absorbed - self.topic_duplicates),
+            "duplicates_from_topic": self.topic_duplicates,
+            "transient_pauses": self.consumer.get("transient_pauses", 0),
+            "commit_failures": self.emitter.get("commit_failures", 0),
+            "commits_resolved_committed": self.emitter.get("resolved_committed", 0),
+            "transactions_retried": self.emitter.get("retried_transactions", 0),
+            "big_batches": self.emitter.get("big_batches", 0),
+            "kills": len(self.kills),
+            "recovery_s": by_component,
+            "recovery_max_s": round(max(recoveries), 2) if recoveries else None,
+        }
+
+    def report(self) -> str:
+        f = self.figures()
+        lines = [
+            f"== fault scenario {self.scenario}: {'PASS' if not self.violations else 'FAIL'} ({f['seconds']} s)",
+            f"   events committed {f['events_committed']:,} (transactions {self.emitter.get('transactions', 0):,}; "
+            f"commit failures {f['commit_failures']}: {f['commits_resolved_committed']} had committed, {f['transactions_retried']} retried)",
+            f"   events applied   {f['events_applied']:,} (each exactly once: {'yes' if not self.violations else 'NO'})",
+            f"   topic records    {f['topic_records']:,} ({f['topic_duplicates']} re-sent by Debezium/Kafka)",
+            f"   consumed records {f['records_consumed']:,} in {self.consumer.get('batches', 0):,} batches; "
+            f"duplicates absorbed by the dedupe marker {f['duplicates_absorbed']:,} "
+            f"({f['duplicates_from_topic']} topic re-sends + {f['duplicates_from_redelivery']} consumer redeliveries); "
+            f"transient pauses {f['transient_pauses']}",
+        ]
+        for k in self.kills:
+            rec = f"{k.recovery_s:.2f} s" if k.recovery_s is not None else "n/a"
+            lines.append(f"   kill {k.component:<9} {k.note:<34} restart {k.restart_s:5.2f} s, recovery (kill → next committed event applied) {rec}")
+        for v in self.violations[:30]:
+            lines.append(f"   VIOLATION: {v}")
+        if len(self.violations) > 30:
+            lines.append(f"   ... and {len(self.violations) - 30} more violations")
+        return "\n".join(lines)
+
+
+# -- a run -------------------------------------------------------------------------------------------------
+
+
+class FaultRun:
+    """One scenario: its own topic, group and keys; the shared stack's components to kill."""
+
+    def __init__(self, scenario: str, tmp: Path, *, rate: float = 150, per_tx: int = 3, aggregates: int = 12,
+                 members: int = 1, batch_size: int = 50, sleep_ms: int = 2, limit: int | None = None,
+                 log: Callable[[str], None] = print) -> None:
+        self.scenario = scenario
+        self.log = log
+        self.settings = Settings.load()
+        self.stack = LocalStack()
+        token = uuid.uuid4().hex[:8]
+        self.aggregate_type = f"flt{scenario.replace('-', '')[:10]}{token}"
+        self.topic = f"outbox.event.{self.aggregate_type}"
+        self.group = f"faults-{scenario}-{token}"
+        self.tmp = tmp
+        schemas = tmp / "schemas"
+        shutil.copytree(ROOT / "schemas" / "order", schemas / self.aggregate_type)
+        self.outbox = Outbox(codec=AvroCodec(SchemaRepository.load(schemas)))
+        self.emitter = Emitter(self.settings.database_url, self.outbox, self.aggregate_type, aggregates,
+                               rate=rate, per_tx=per_tx, limit=limit, log=log)
+        env = {
+            "POSTBOX_GROUP": self.group, "POSTBOX_TOPICS": self.topic, "POSTBOX_SCHEMAS": str(schemas),
+            "POSTBOX_BATCH_SIZE": str(batch_size), "POSTBOX_SESSION_TIMEOUT_MS": "6000",
+            "POSTBOX_LOG_FORMAT": "json", "POSTBOX_LOG_LEVEL": "DEBUG", "POSTBOX_BACKOFF_MAX_MS": "2000",
+            "POSTBOX_REDIS_URL": self.settings.redis_url, "POSTBOX_KAFKA_BOOTSTRAP": self.settings.kafka_bootstrap,
+            "POSTBOX_TEST_SLEEP_MS": str(sleep_ms),
+        }
+        self.consumers = ConsumerGroup(env, tmp, members)
+        from postbox.stack.stack import admin_redis_url
+
+        self.redis = redis.Redis.from_url(admin_redis_url(), socket_timeout=5, socket_connect_timeout=2)
+        self.kills: list[Kill] = []
+        self.started = time.monotonic()
+
+    # lifecycle ----------------------------------------------------------------------------------------
+    def start(self) -> "FaultRun":
+        self.started = time.monotonic()
+        self.emitter.start()
+        self.consumers.start()
+        self.wait(lambda: self.applied_count() > 0, 90, "the first event applied")
+        return self
+
+    def close(self) -> None:
+        if self.emitter.is_alive():
+            self.emitter.stop_flag.set()
+            self.emitter.join(30)
+        self.consumers.close()
+        self.ensure_stack()
+        self.cleanup_keys()
+        self.redis.close()
+
+    def ensure_stack(self) -> None:
+        """Every component up and the connector RUNNING (what the next test expects)."""
+        self.stack.up(lambda _m: None)
+
+    # observations -------------------------------------------------------------------------------------
+    def _client(self) -> redis.Redis:
+        return self.redis
+
+    def applied_count(self) -> int:
+        total = 0
+        for agg in self.emitter.ids:
+            try:
+                total += self._client().llen(f"{{{self.aggregate_type}:{agg}}}:seq")
+            except (redis.ConnectionError, redis.TimeoutError):
+                return -1
+        return total
+
+    def is_applied(self, c: Committed) -> bool:
+        try:
+            return bool(self._client().hexists(f"{{{self.aggregate_type}:{c.aggregate_id}}}:applied", c.id))
+        except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError):
+            return False
+
+    def wait(self, predicate: Callable[[], bool], timeout: float, what: str, interval: float = 0.05) -> float:
+        started = time.monotonic()
+        deadline = started + timeout
+        while time.monotonic() < deadline:
+            if self.emitter.error is not None:
+                raise AssertionError(f"emitter failed: {self.emitter.error!r}")
+            if predicate():
+                return time.monotonic() - started
+            time.sleep(interval)
+        raise AssertionError(f"[{self.scenario}] timed out after {timeout:.0f} s waiting for {what}; logs in {self.tmp}")
+
+    def steady(self, seconds: float) -> None:
+        """Let the load run (checking the consumers stay alive)."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            self.consumers.check_alive()
+            time.sleep(0.1)
+
+    def recovery(self, killed_at: float, timeout: float = 150) -> float:
+        """Seconds from the kill until the first event committed after it is applied."""
+        self.wait(lambda: self.emitter.first_after(killed_at) is not None, timeout, "an event committed after the kill")
+        first = self.emitter.first_after(killed_at)
+        assert first is not None
+        self.wait(lambda: self.is_applied(first), timeout, f"event {first.id} (committed after the kill) applied")
+        return time.monotonic() - killed_at
+
+    def _record(self, component: str, note: str, killed_at: float, restart_s: float) -> Kill:
+        kill = Kill(component, note, self.recovery(killed_at), restart_s)
+        self.kills.append(kill)
+        self.log(f"   [{self.scenario}] kill {component} ({note}): restart {restart_s:.2f} s, recovery {kill.recovery_s:.2f} s")
+        return kill
+
+    # kills ----------------------------------------------------------------------------------------------
+    def kill_consumer(self, when: str = "mid-batch") -> Kill:
+        """SIGKILL the (first) consumer ``mid-batch`` (while its handlers run) or ``after-ack``
+        (the moment an apply was acknowledged: the batch's offsets are usually not committed yet,
+        so the next member re-reads records whose effects already landed)."""
+        base = self.applied_count()
+        self.wait(lambda: self.applied_count() > base, 60, "progress before the kill", interval=0.001 if when == "after-ack" else 0.05)
+        if when == "mid-batch":
+            time.sleep(random.uniform(0.02, 0.08))
+        at = time.monotonic()
+        self.consumers.kill_one()
+        t0 = time.monotonic()
+        self.consumers.start()
+        return self._record("consumer", f"SIGKILL {when}", at, time.monotonic() - t0)
+
+    def kill_connect(self, note: str = "SIGKILL") -> Kill:
+        at = time.monotonic()
+        assert self.stack.connect.kill(), "Connect was not running"
+        t0 = time.monotonic()
+        self.ensure_stack()
+        return self._record("connect", note, at, time.monotonic() - t0)
+
+    def kill_connect_during_big_batch(self, size: int) -> Kill:
+        """One transaction of ``size`` events (emit_many); SIGKILL Connect while it streams them."""
+        before = self.applied_count()
+        done = self.emitter.big_batch(size)
+        if not done.wait(120):
+            raise AssertionError("the big batch did not commit within 120 s")
+        # Debezium is now reading this transaction from the WAL: kill it in the middle.
+        time.sleep(random.uniform(0.05, 0.4))
+        at = time.monotonic()
+        assert self.stack.connect.kill(), "Connect was not running"
+        note = f"during a {size}-event emit_many (applied {max(0, self.applied_count() - before)} of them at the kill)"
+        t0 = time.monotonic()
+        self.ensure_stack()
+        return self._record("connect", note, at, time.monotonic() - t0)
+
+    def kill_kafka(self, note: str = "SIGKILL + restart") -> Kill:
+        at = time.monotonic()
+        assert self.stack.kafka.kill(), "Kafka was not running"
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        self.ensure_stack()
+        return self._record("kafka", note, at, time.monotonic() - t0)
+
+    def kill_redis(self, note: str = "SIGKILL right after an ack, AOF restart") -> Kill:
+        base = self.applied_count()
+        self.wait(lambda: self.applied_count() > base, 60, "an apply acknowledged", interval=0.005)
+        at = time.monotonic()
+        assert self.stack.redis.kill(), "Redis was not running"
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        self.stack.redis.start()
+        return self._record("redis", note, at, time.monotonic() - t0)
+
+    def stop_postgres(self, note: str = "immediate stop + restart") -> Kill:
+        at = time.monotonic()
+        assert self.stack.postgres.stop(mode="immediate"), "PostgreSQL was not running"
+        time.sleep(1.0)
+        t0 = time.monotonic()
+        self.ensure_stack()
+        return self._record("postgres", note, at, time.monotonic() - t0)
+
+    KILLS = ("consumer", "connect", "kafka", "redis", "postgres")
+
+    def kill(self, component: str) -> Kill:
+        return {"consumer": self.kill_consumer, "connect": self.kill_connect, "kafka": self.kill_kafka,
+                "redis": self.kill_redis, "postgres": self.stop_postgres}[component]()
+
+    # verdict -------------------------------------------------------------------------------------------------
+    def verdict(self, drain_timeout: float = 180) -> Verdict:
+        self.emitter.stop()
+        committed = list(self.emitter.committed)
+        self.wait(lambda: self.applied_count() >= len(committed), drain_timeout,
+                  f"all {len(committed)} committed events applied (at {self.applied_count()})", interval=0.2)
+        time.sleep(1.5)  # late redeliveries would show now
+        self.consumers.stop()
+        violations: list[str] = []
+
+        by_agg: dict[str, list[Committed]] = defaultdict(list)
+        for c in committed:
+            by_agg[c.aggregate_id].append(c)
+        committed_ids = {c.id for c in committed}
+        applied_total = 0
+        for agg in self.emitter.ids:
+            k = f"{{{self.aggregate_type}:{agg}}}"
+            seqs = [int(x) for x in self.redis.lrange(f"{k}:seq", 0, -1)]
+            counts = {kk.decode(): int(v) for kk, v in self.redis.hgetall(f"{k}:applied").items()}
+            expected = [c.seq for c in by_agg[agg]]
+            applied_total += sum(counts.values())
+            if seqs != expected:
+                missing = sorted(set(expected) - set(seqs))
+                doubled = sorted(s for s, n in Counter(seqs).items() if n > 1)
+                extra = sorted(set(seqs) - set(expected))
+                for s in missing:
+                    violations.append(f"lost: aggregate {agg} seq {s} committed, never applied")
+                for s in doubled:
+                    violations.append(f"applied twice: aggregate {agg} seq {s}")
+                for s in extra:
+                    violations.append(f"applied but never committed: aggregate {agg} seq {s}")
+                if not (missing or doubled or extra):
+                    violations.append(f"out of order: aggregate {agg}: applied {seqs[:20]}... expected {expected[:20]}...")
+            for eid, n in counts.items():
+                if n != 1:
+                    violations.append(f"applied {n} times: event {eid} (aggregate {agg})")
+                if eid not in committed_ids:
+                    violations.append(f"applied but never committed: event {eid} (aggregate {agg})")
+        records = read_topic(self.settings.kafka_bootstrap, self.topic)
+        per_id = Counter(r for r in records)
+        in_topic = set(per_id)
+        for c in committed:
+            if c.id not in in_topic:
+                violations.append(f"lost: event {c.id} (aggregate {c.aggregate_id} seq {c.seq}) committed but not in {self.topic}")
+        for eid in in_topic - committed_ids:
+            violations.append(f"in the topic but never committed: event {eid}")
+        consumer = self.consumers.batch_totals()
+        topic_dupes = len(records) - len(in_topic)
+        if consumer.get("duplicates", 0) < topic_dupes:
+            violations.append(f"the consumers absorbed {consumer.get('duplicates', 0)} duplicates but the topic holds {topic_dupes} repeated records")
+        if consumer.get("failed", 0):
+            violations.append(f"{consumer['failed']} records dead-lettered (none expected)")
+        return Verdict(
+            scenario=self.scenario, committed=len(committed), applied=applied_total, topic_records=len(records),
+            topic_duplicates=topic_dupes, consumer=consumer,
+            emitter={"transactions": self.emitter.transactions, "commit_failures": self.emitter.commit_failures,
+                     "resolved_committed": self.emitter.resolved_committed,
+                     "retried_transactions": self.emitter.retried_transactions,
+                     "big_batches": len(self.emitter.big_batches)},
+            kills=list(self.kills), seconds=time.monotonic() - self.started, violations=violations,
+        )
+
+    def cleanup_keys(self) -> None:
+        try:
+            keys = [f"{{{self.aggregate_type}:{a}}}:{p}" for a in self.emitter.ids for p in ("seq", "count", "applied")]
+            self.redis.delete(*keys)
+        except redis.RedisError:
+            pass
+
+
+def read_topic(bootstrap: str, topic: str, timeout: float = 120) -> list[str]:
+    """Every record's ``id`` header, from the beginning to the current end of every partition."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"faults-read-{uuid.uuid4().hex}",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    try:
+        meta = consumer.list_topics(topic, timeout=15).topics[topic]
+        ends = {}
+        for p in meta.partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=15)
+            if high > low:
+                ends[p] = (low, high)
+        consumer.assign([TopicPartition(topic, p, low) for p, (low, _h) in ends.items()])
+        out: list[str] = []
+        position = {p: low for p, (low, _h) in ends.items()}
+        deadline = time.monotonic() + timeout
+        while any(position[p] < ends[p][1] for p in ends) and time.monotonic() < deadline:
+            for msg in consumer.consume(1000, 0.5):
+                if msg.error():
+                    continue
+                position[msg.partition()] = msg.offset() + 1
+                eid = dict(msg.headers() or []).get("id")
+                out.append(eid.decode() if eid else f"<no id at {msg.partition()}@{msg.offset()}>")
+        if any(position[p] < ends[p][1] for p in ends):
+            raise AssertionError(f"could not read {topic} to its end within {timeout:.0f} s: {position} vs {ends}")
+        return out
+    except KafkaException as exc:
+        raise AssertionError(f"reading {topic}: {exc}") from exc
+    finally:
+        consumer.close()
+
+
+def soak_enabled(config: Any = None) -> bool:
+    if os.environ.get("POSTBOX_SOAK", "") not in ("", "0"):
+        return True
+    return bool(config is not None and config.getoption("--soak", default=False))
