@@ -7,6 +7,12 @@ import pytest
 from tests.faults.harness import soak_enabled
 
 
+def pytest_addoption(parser) -> None:
+    # Registered when tests/faults is on the command line (`pytest tests/faults --soak`);
+    # POSTBOX_SOAK=1 works from anywhere.
+    parser.addoption("--soak", action="store_true", default=False, help="fault suite: run the long soak (100,000 events)")
+
+
 @pytest.fixture
 def soak(request) -> bool:
     """True with `pytest --soak` or POSTBOX_SOAK=1: the long mode."""
