@@ -481,6 +481,13 @@ class FaultRun:
         return kill
 
     # kills ----------------------------------------------------------------------------------------------
+    def _wait_ports_free(self, *ports: int, timeout: float = 30) -> None:
+        """A SIGKILLed JVM's leader can be a zombie while its other threads still hold the sockets:
+        restart only once its ports are free (the stack refuses a taken port)."""
+        from postbox.stack.processes import port_open
+
+        self.wait(lambda: not any(port_open("127.0.0.1", p) for p in ports), timeout, f"ports {ports} released after the kill", interval=0.1)
+
     def kill_consumer(self, when: str = "mid-batch") -> Kill:
         """SIGKILL the (first) consumer ``mid-batch`` (while its handlers run) or ``after-ack``
         (the moment an apply was acknowledged: the batch's offsets are usually not committed yet,
@@ -498,6 +505,7 @@ class FaultRun:
     def kill_connect(self, note: str = "SIGKILL") -> Kill:
         at = time.monotonic()
         assert self.stack.connect.kill(), "Connect was not running"
+        self._wait_ports_free(self.stack.ports.connect)
         t0 = time.monotonic()
         self.ensure_stack()
         return self._record("connect", note, at, time.monotonic() - t0)
@@ -513,6 +521,7 @@ class FaultRun:
         at = time.monotonic()
         assert self.stack.connect.kill(), "Connect was not running"
         note = f"during a {size}-event emit_many (applied {max(0, self.applied_count() - before)} of them at the kill)"
+        self._wait_ports_free(self.stack.ports.connect)
         t0 = time.monotonic()
         self.ensure_stack()
         return self._record("connect", note, at, time.monotonic() - t0)
@@ -520,7 +529,7 @@ class FaultRun:
     def kill_kafka(self, note: str = "SIGKILL + restart") -> Kill:
         at = time.monotonic()
         assert self.stack.kafka.kill(), "Kafka was not running"
-        time.sleep(0.5)
+        self._wait_ports_free(self.stack.ports.kafka, self.stack.ports.controller)
         t0 = time.monotonic()
         self.ensure_stack()
         return self._record("kafka", note, at, time.monotonic() - t0)
@@ -530,7 +539,7 @@ class FaultRun:
         self.wait(lambda: self.applied_count() > base, 60, "an apply acknowledged", interval=0.005)
         at = time.monotonic()
         assert self.stack.redis.kill(), "Redis was not running"
-        time.sleep(0.3)
+        self._wait_ports_free(self.stack.ports.redis)
         t0 = time.monotonic()
         self.stack.redis.start()
         return self._record("redis", note, at, time.monotonic() - t0)

@@ -143,3 +143,13 @@ def test_postbox_trace_works_as_the_consumer_user(settings) -> None:
     assert "no permission" not in (result.stdout + result.stderr).lower()
     data = json.loads(result.stdout)
     assert data  # a report, not a crash
+
+
+def test_the_consumer_password_never_reaches_its_logs_or_doctor(settings) -> None:
+    from postbox.consumer import ConsumerConfig
+    from postbox.incident.doctor import _redis
+
+    password = LocalStack(locate_tools=False).secrets()["POSTBOX_REDIS_CONSUMER_PASSWORD"]
+    described = json.dumps(ConsumerConfig.load(group="g", topics="t").describe())
+    assert password not in described and "***" in described
+    assert all(password not in f"{c}" for c in _redis(settings))

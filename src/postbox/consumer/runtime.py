@@ -57,6 +57,7 @@ from postbox.errors import (
     TransientEffectError,
 )
 from postbox.events import Event
+from postbox.settings import redact_url
 
 log = logging.getLogger("postbox.consumer")
 
@@ -295,7 +296,7 @@ class ConsumerRuntime:
         if not durability.durable:
             if self.config.require_durable:
                 raise ConfigError(
-                    f"Redis at {self.config.redis_url} is {durability}",
+                    f"Redis at {redact_url(self.config.redis_url)} is {durability}",
                     fix="set appendonly yes and appendfsync always (or use Redis 7.2+ for WAITAOF), "
                     "or accept possible double application after a Redis crash with --require-durable false",
                 )

@@ -6,12 +6,13 @@ adds the script to Redis's script cache, as every consumer does at start).
 
 from __future__ import annotations
 
+
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from postbox.errors import PostboxError
-from postbox.settings import Settings
+from postbox.settings import Settings, redact_url
 
 SLOT = "postbox_outbox"
 PUBLICATION = "postbox_outbox"
@@ -145,10 +146,10 @@ def _redis(settings: Settings) -> list[Check]:
         try:
             client.ping()
         except (redis.ConnectionError, redis.TimeoutError) as exc:
-            return [Check("redis reachable", "fail", f"{settings.redis_url}: {exc}", "start it with `postbox up`, or fix POSTBOX_REDIS_URL"),
+            return [Check("redis reachable", "fail", f"{redact_url(settings.redis_url)}: {exc}", "start it with `postbox up`, or fix POSTBOX_REDIS_URL"),
                     Check("redis persistence", "skip", "Redis unreachable"), Check("scripts loadable", "skip", "Redis unreachable")]
         version = client.info("server").get("redis_version", "?")
-        out = [Check("redis reachable", "ok", f"{settings.redis_url} (Redis {version})")]
+        out = [Check("redis reachable", "ok", f"{redact_url(settings.redis_url)} (Redis {version})")]
         verdict = check_durability(client)
         out.append(Check("redis persistence", "ok" if verdict.durable else "warn", f"{verdict.method}: {verdict.reason}",
                          None if verdict.durable else "CONFIG SET appendonly yes; CONFIG SET appendfsync always (and persist it in redis.conf)"))

@@ -23,6 +23,7 @@ import redis
 from postbox.effects.engine import DEFAULT_MARKER_TTL
 from postbox.effects.keys import KeyLayout, _glob_escape
 from postbox.errors import ConfigError, IncidentError
+from postbox.settings import redact_url
 
 NAMESPACE = "postbox"
 MARKER_TTL_ENV = "POSTBOX_MARKER_TTL"
@@ -124,7 +125,7 @@ class RedisState:
             self.client.ping()
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             raise IncidentError(
-                f"Redis at {self.url} is unreachable ({exc})",
+                f"Redis at {redact_url(self.url)} is unreachable ({exc})",
                 fix="start it with `postbox up`, or point POSTBOX_REDIS_URL / --redis-url at your Redis",
             ) from None
 
@@ -149,7 +150,7 @@ class RedisState:
                 pipe.pttl(key)
             replies = pipe.execute()
         except (redis.ConnectionError, redis.TimeoutError) as exc:
-            raise IncidentError(f"Redis at {self.url} is unreachable ({exc})", fix="check POSTBOX_REDIS_URL / --redis-url") from None
+            raise IncidentError(f"Redis at {redact_url(self.url)} is unreachable ({exc})", fix="check POSTBOX_REDIS_URL / --redis-url") from None
         for (label, key), pttl in zip(candidates, replies):
             if pttl != -2:
                 return Marker(key, pttl if pttl >= 0 else None, label)
@@ -180,7 +181,7 @@ class RedisState:
                 if scanned >= max_keys:
                     return None, scanned, False
         except (redis.ConnectionError, redis.TimeoutError) as exc:
-            raise IncidentError(f"Redis at {self.url} is unreachable ({exc})", fix="check POSTBOX_REDIS_URL / --redis-url") from None
+            raise IncidentError(f"Redis at {redact_url(self.url)} is unreachable ({exc})", fix="check POSTBOX_REDIS_URL / --redis-url") from None
 
     def failures(self, group: str, event_id: str, anchors: list[str], max_entries: int = FAILURE_SCAN_ENTRIES) -> list[FailureRecord]:
         """Failure-stream records of the event for the group (single-server and slot-aligned streams)."""
@@ -215,5 +216,5 @@ class RedisState:
                     if len(entries) < 1000:
                         break
         except (redis.ConnectionError, redis.TimeoutError) as exc:
-            raise IncidentError(f"Redis at {self.url} is unreachable ({exc})", fix="check POSTBOX_REDIS_URL / --redis-url") from None
+            raise IncidentError(f"Redis at {redact_url(self.url)} is unreachable ({exc})", fix="check POSTBOX_REDIS_URL / --redis-url") from None
         return sorted(out, key=lambda f: f.entry_id)
