@@ -18,7 +18,7 @@ def consume(
     kafka_bootstrap: Optional[str] = typer.Option(None, "--kafka-bootstrap", help="POSTBOX_KAFKA_BOOTSTRAP"),
     redis_url: Optional[str] = typer.Option(None, "--redis-url", help="POSTBOX_REDIS_URL"),
     batch_size: Optional[int] = typer.Option(None, "--batch-size", help="records per batch (POSTBOX_BATCH_SIZE, default 500)"),
-    batch_wait_ms: Optional[int] = typer.Option(None, "--batch-wait-ms", help="longest wait to fill a batch (POSTBOX_BATCH_WAIT_MS, default 100)"),
+    batch_wait_ms: Optional[int] = typer.Option(None, "--batch-wait-ms", help="longest wait to fill a batch (POSTBOX_BATCH_WAIT_MS, default 5)"),
     handler_retries: Optional[int] = typer.Option(None, "--handler-retries", help="in-place retries of a raising handler (POSTBOX_HANDLER_RETRIES, default 2)"),
     backoff_base_ms: Optional[int] = typer.Option(None, "--backoff-base-ms", help="first transient-retry delay (POSTBOX_BACKOFF_BASE_MS, default 200)"),
     backoff_max_ms: Optional[int] = typer.Option(None, "--backoff-max-ms", help="longest transient-retry delay (POSTBOX_BACKOFF_MAX_MS, default 30000)"),
