@@ -24,10 +24,14 @@ def pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    # A zombie (exited, not yet reaped by its parent) is not running.
+    # A zombie (exited, not yet reaped by its parent) is not running, but a multi-threaded
+    # process (a JVM) shows its main thread as a zombie while its other threads are still
+    # exiting and still hold its sockets: it is gone only when no thread is left.
     try:
         with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().split(")")[-1].split()[0] != "Z"
+            if handle.read().split(")")[-1].split()[0] != "Z":
+                return True
+        return len(os.listdir(f"/proc/{pid}/task")) > 1
     except OSError:
         return True
 
