@@ -133,7 +133,8 @@ def versions() -> dict[str, str]:
     import psycopg
     import redis as redis_py
 
-    out["confluent-kafka / librdkafka"] = f"{confluent_kafka.version()[0]} / {confluent_kafka.libversion()[0]}"
+    ck = confluent_kafka.version()
+    out["confluent-kafka / librdkafka"] = f"{ck[0] if isinstance(ck, tuple) else ck} / {confluent_kafka.libversion()[0]}"
     out["psycopg"] = psycopg.__version__
     out["redis-py"] = redis_py.__version__
     out["fastavro"] = fastavro.__version__
