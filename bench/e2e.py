@@ -42,6 +42,12 @@ a shared stack; Kafka; Connect; Redis; the consumer; the emitter; the relay), an
 load (pg_stat_user_tables of each path's outbox: inserts, updates, dead tuples; WAL bytes from
 ``pg_current_wal_lsn()``, cluster-wide, so other clients of a shared cluster add to it).
 
+The polling path runs with ``--poll-interval-ms`` (default 100 ms, a common relay default) and, in
+full runs, also with each of ``--extra-poll-intervals`` (default 10 ms) as path ``polling<N>ms``:
+the relay's poll interval is its latency-versus-load knob. ``cpu_stall`` is the share of the run
+during which some runnable task on the machine waited for a CPU (``/proc/pressure/cpu``): on a
+2-core machine running everything, the latency tail follows it.
+
 Prints tables, then as its LAST line one JSON object (``cdc_p99_ms_at_1000``,
 ``polling_p99_ms_at_1000``, ``cdc_max_rate``, ``polling_max_rate``, ... ; medians over ``--reps``).
 """
@@ -260,6 +266,15 @@ def tree_cpu(root: int) -> float:
     return total
 
 
+def cpu_pressure_us() -> float | None:
+    """Total µs during which some runnable task waited for a CPU (Linux PSI), or None."""
+    try:
+        line = Path("/proc/pressure/cpu").read_text().splitlines()[0]
+        return float(line.rsplit("total=", 1)[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def pct(values: list[float], p: float) -> float:
     if not values:
         return float("nan")
@@ -456,6 +471,9 @@ class E2EBench:
         if relay_pid:
             out["relay"] = (_stat(relay_pid) or (0, 0.0, 0.0))[1]
         out["bench"] = (_stat(os.getpid()) or (0, 0.0, 0.0))[1]
+        stall = cpu_pressure_us()
+        if stall is not None:
+            out["cpu_stall"] = stall / 1e6  # -> % of the run some task waited for a CPU
         return out
 
     def _pg_counters(self, path: str) -> dict[str, float]:
@@ -602,6 +620,7 @@ class E2EBench:
         window = max(1e-9, t_end - t0)
         result.cpu = {k: round(100 * (cpu_after.get(k, 0.0) - v) / window, 1) for k, v in cpu_before.items()}
         result.cpu["window_s"] = round(window, 2)
+        result.cpu["loadavg_1m"] = round(os.getloadavg()[0], 2)
         delta = {k: pg_after[k] - pg_before[k] for k in pg_before}
         delta["dead_tuples_after"] = pg_after["dead_tuples"]
         result.pg = {
@@ -795,8 +814,9 @@ def main() -> None:
                       f"{fmt(sp['consume_to_ack_p50'], 1):>7} / {fmt(sp['consume_to_ack_p99'], 1):<7}"
                       f"   tx {fmt(sp['emit_tx_p50'], 1)} / {fmt(sp['emit_tx_p99'], 1)}")
 
-    comps = ["postgres", "kafka", "connect", "redis", "consumer", "emitter", "relay", "bench"]
-    print("\nCPU, % of one core over the run (2 cores = 200 %); postgres = postmaster + all its children")
+    comps = ["postgres", "kafka", "connect", "redis", "consumer", "emitter", "relay", "bench", "cpu_stall"]
+    print("\nCPU, % of one core over the run (2 cores = 200 %); postgres = postmaster + all its children;"
+          " cpu_stall = % of the run during which some runnable task waited for a CPU (Linux PSI, whole machine)")
     print(f"{'path':<14}{'rate/s':>8}" + "".join(f"{c:>10}" for c in comps))
     for rate in rates:
         for path in fixed_paths:

@@ -203,11 +203,12 @@ def e2e_tables(f: dict[str, Any]) -> list[str]:
                 bound = " (emitter-bound: lower bound)" if f.get(f"{path}_max_rate_emitter_bound") else ""
                 out.append(f"| {path} | **{f[path + '_max_rate']:,}/s**{bound} | {probes or '–'} |")
         out.append("")
-    comps = ["postgres", "kafka", "connect", "redis", "consumer", "emitter", "relay"]
+    comps = ["postgres", "kafka", "connect", "redis", "consumer", "emitter", "relay", "cpu_stall"]
     out.append("CPU, % of one core over the run (this machine has 2 cores = 200 %; PostgreSQL = postmaster and all children, "
-               "other clients' backends included on a shared stack):")
+               "other clients' backends included on a shared stack; CPU stall = share of the run during which some runnable task on the "
+               "machine waited for a CPU, from /proc/pressure/cpu):")
     out.append("")
-    out.append("| path | rate/s | " + " | ".join(comps) + " |")
+    out.append("| path | rate/s | " + " | ".join(c if c != "cpu_stall" else "CPU stall (PSI) %" for c in comps) + " |")
     out.append("|---|---:|" + "---:|" * len(comps))
     for rate in rates:
         for path in labels:
