@@ -39,7 +39,7 @@ Also per run: the consumer group's maximum lag (``postbox lag``'s code), the rep
 maximum lag in WAL bytes (polling: the most unpublished rows), CPU per component (``/proc/<pid>/stat``
 utime+stime: PostgreSQL = the postmaster and all its children, including other clients' backends on
 a shared stack; Kafka; Connect; Redis; the consumer; the emitter; the relay), and PostgreSQL write
-load (pg_stat_user_tables of each path's outbox: inserts, updates, dead tuples; WAL bytes from
+load (pg_stat_user_tables of each path's outbox: inserts, updates, dead row versions made, vacuums; WAL bytes from
 ``pg_current_wal_lsn()``, cluster-wide, so other clients of a shared cluster add to it).
 
 The polling path runs with ``--poll-interval-ms`` (default 100 ms, a common relay default) and, in
@@ -483,13 +483,15 @@ class E2EBench:
         dbname = "postbox" if path == "cdc" else POLL_DB  # every polling variant shares the scratch table
         with psycopg.connect(make_conninfo(self.admin_url, dbname=dbname), autocommit=True) as conn:
             conn.execute("SELECT pg_stat_clear_snapshot()")
-            ins, upd, hot, dead = conn.execute(
+            ins, upd, hot, dels, dead, vacuums = conn.execute(
                 "SELECT coalesce(sum(n_tup_ins),0), coalesce(sum(n_tup_upd),0), coalesce(sum(n_tup_hot_upd),0), "
-                "coalesce(sum(n_dead_tup),0) FROM pg_stat_user_tables WHERE schemaname = 'postbox' AND relname LIKE 'outbox%'"
+                "coalesce(sum(n_tup_del),0), coalesce(sum(n_dead_tup),0), coalesce(sum(vacuum_count + autovacuum_count),0) "
+                "FROM pg_stat_user_tables WHERE schemaname = 'postbox' AND relname LIKE 'outbox%'"
             ).fetchone()
             commits = conn.execute("SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()").fetchone()[0]
             wal = conn.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')").fetchone()[0]
-        return {"inserted": float(ins), "updated": float(upd), "hot_updated": float(hot), "dead_tuples": float(dead),
+        return {"inserted": float(ins), "updated": float(upd), "hot_updated": float(hot), "deleted": float(dels),
+                "dead_tuples": float(dead), "vacuums": float(vacuums),
                 "xact_commit": float(commits), "wal_bytes": float(wal)}
 
     def run(self, path: str, rate: int, duration: float, *, warmup: bool = False) -> RunResult:
@@ -625,7 +627,10 @@ class E2EBench:
         delta["dead_tuples_after"] = pg_after["dead_tuples"]
         result.pg = {
             "rows_inserted": delta["inserted"], "rows_updated": delta["updated"], "hot_updates": delta["hot_updated"],
-            "dead_tuples_added": delta["dead_tuples"], "dead_tuples_after": delta["dead_tuples_after"],
+            # Every UPDATE or DELETE leaves a dead row version for (auto)vacuum; n_dead_tup itself
+            # drops whenever autovacuum runs, so the created count is the figure to compare.
+            "dead_versions_created": delta["updated"] + delta["deleted"], "vacuums": delta["vacuums"],
+            "dead_tuples_after": delta["dead_tuples_after"],
             "commits_in_db": delta["xact_commit"],
             "wal_bytes_cluster": delta["wal_bytes"], "wal_bytes_per_event": round(delta["wal_bytes"] / max(1, n), 1),
             "commits_per_event": round(delta["xact_commit"] / max(1, n), 3),
@@ -825,14 +830,14 @@ def main() -> None:
                 print(f"{path:<14}{rate:>8,}" + "".join(f"{fmt(s['cpu'].get(c), 1):>10}" for c in comps))
 
     print("\nPostgreSQL write load per run (each path's outbox tables; WAL is cluster-wide)")
-    print(f"{'path':<14}{'rate/s':>8}{'inserted':>10}{'updated':>9}{'HOT':>7}{'dead tup':>10}{'commits/ev':>11}{'WAL B/ev':>10}")
+    print(f"{'path':<14}{'rate/s':>8}{'inserted':>10}{'updated':>9}{'HOT':>7}{'dead made':>10}{'vacuums':>8}{'commits/ev':>11}{'WAL B/ev':>10}")
     for rate in rates:
         for path in fixed_paths:
             s = summary.get((path, rate))
             if s:
                 g = s["pg"]
                 print(f"{path:<14}{rate:>8,}{fmt(g['rows_inserted']):>10}{fmt(g['rows_updated']):>9}{fmt(g['hot_updates']):>7}"
-                      f"{fmt(g['dead_tuples_added']):>10}{fmt(g['commits_per_event'], 2):>11}{fmt(g['wal_bytes_per_event']):>10}")
+                      f"{fmt(g['dead_versions_created']):>10}{fmt(g['vacuums']):>8}{fmt(g['commits_per_event'], 2):>11}{fmt(g['wal_bytes_per_event']):>10}")
 
     if search:
         print("\nhighest sustainable rate (backlog bounded, emitter on rate, everything applied)")
