@@ -458,6 +458,14 @@ class E2EBench:
         removed += client.unlink(f"postbox:failures:{self.group}")
         client.close()
         AdminClient({"bootstrap.servers": self.settings.kafka_bootstrap}).delete_topics(list(self.topics))
+        try:  # the polling path's scratch database (recreated by the next run)
+            import psycopg
+            from psycopg import sql
+
+            with psycopg.connect(self.admin_url, autocommit=True) as conn:
+                conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(POLL_DB)))
+        except Exception as exc:  # noqa: BLE001 - clean-up must not hide the figures
+            log(f"e2e: could not drop {POLL_DB}: {exc}")
         shutil.rmtree(self.tmp, ignore_errors=True)
         log(f"e2e: removed {removed} Redis keys and the bench topics")
 
