@@ -120,7 +120,12 @@ class Demo:
         say = view.note
         settings, admin_url = self._stack(say)
         self.settings = settings
-        self.redis = redis.Redis.from_url(settings.redis_url)
+        # The demo resets and inspects the shop's keys: an administrator's job, done as Redis's
+        # admin user (POSTBOX_ADMIN_REDIS_URL, else the local stack's). Its consumers run as the
+        # limited consumer user of POSTBOX_REDIS_URL, like any user's consumers.
+        from postbox.stack.stack import admin_redis_url
+
+        self.redis = redis.Redis.from_url(admin_redis_url())
         from postbox.incident.kafka import Kafka
 
         self.kafka = Kafka(settings.kafka_bootstrap, timeout=10)
