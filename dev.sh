@@ -10,6 +10,9 @@ cd "$(dirname "$0")"
 DEBIAN_PACKAGES=(postgresql redis-server redis-tools openjdk-17-jre-headless maven)
 PYTHON=${PYTHON:-python3}
 
+# The CLI through the interpreter: works before a shell (or pyenv) has picked up the console script.
+postbox() { "$PYTHON" -m postbox "$@"; }
+
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
 missing_debian_packages() {
@@ -40,7 +43,7 @@ install_debian_packages() {
 install_python_package() {
   local stamp=.postbox/pip-stamp wanted
   wanted=$(cat pyproject.toml constraints.txt | sha256sum | cut -c1-16)
-  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted" ] && command -v postbox >/dev/null; then
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted" ] && "$PYTHON" -c "import postbox" 2>/dev/null; then
     return 0
   fi
   log "installing the postbox Python package with its test extras (pinned by constraints.txt)"
