@@ -17,6 +17,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
+from postbox.durations import parse_duration as _parse_duration_text
 from postbox.errors import ConfigError
 from postbox.settings import Settings, redact_url
 
@@ -27,8 +28,6 @@ LOG_FORMATS = ("text", "json")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 OFFSET_RESETS = ("earliest", "latest")
 _TOPIC = re.compile(r"[A-Za-z0-9._\-]{1,249}\Z")
-_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*\Z")
-_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
 
 
 def env_name(field_name: str) -> str:
@@ -265,10 +264,10 @@ def parse_duration(raw: Any) -> timedelta:
         return raw
     if isinstance(raw, (int, float)) and not isinstance(raw, bool):
         return timedelta(seconds=raw)
-    match = _DURATION.match(str(raw).lower())
-    if not match:
-        raise ValueError(f"cannot read {raw!r} as a duration")
-    return timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])
+    try:
+        return _parse_duration_text(str(raw))
+    except ValueError:
+        raise ValueError(f"cannot read {raw!r} as a duration") from None
 
 
 def parse_bool(raw: Any) -> bool:

@@ -12,7 +12,6 @@ The marker's value carries no time, but its remaining TTL does: applied ≈ now 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -22,6 +21,7 @@ import redis
 
 from postbox.effects.engine import DEFAULT_MARKER_TTL
 from postbox.effects.keys import KeyLayout, _glob_escape
+from postbox.durations import parse_duration
 from postbox.errors import ConfigError, IncidentError
 from postbox.settings import redact_url
 
@@ -29,18 +29,6 @@ NAMESPACE = "postbox"
 MARKER_TTL_ENV = "POSTBOX_MARKER_TTL"
 DEFAULT_SCAN_KEYS = 2_000_000
 FAILURE_SCAN_ENTRIES = 20_000
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$")
-_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400, None: 1}
-
-
-def parse_duration(text: str, what: str = "duration") -> timedelta:
-    """``90s``, ``15m``, ``2h``, ``8d``, ``1w`` (a bare number is seconds)."""
-    match = _DURATION.match(text or "")
-    if not match:
-        raise ValueError(f"{what} {text!r} is not a duration like 90s, 15m, 2h, 8d")
-    return timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])
-
 
 def marker_ttl(flag: str | None = None) -> timedelta:
     """The dedupe marker TTL the consumer groups use: --marker-ttl, else POSTBOX_MARKER_TTL, else 8d."""
