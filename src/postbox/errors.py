@@ -71,6 +71,11 @@ class OutboxError(PostboxError):
     """The outbox table cannot be written: it is missing, or the role lacks a privilege."""
 
 
+class NoTransactionError(OutboxError):
+    """``emit`` was called where the event would commit alone (an autocommit connection outside
+    a transaction block): refused before any SQL, so nothing is written."""
+
+
 class RetentionError(PostboxError):
     """Outbox retention (partition maintenance or cleanup) could not run."""
 

@@ -19,6 +19,7 @@ from postbox.codec.avro import AvroCodec
 from postbox.errors import OutboxError
 from postbox.outbox.policy import Retention
 from postbox.outbox.rows import DELETE_SQL, INSERT_SQL, EmittedEvent, Event, PreparedRow, RowFactory
+from postbox.outbox.transaction_check import require_transaction
 
 
 class AsyncOutbox:
@@ -78,6 +79,7 @@ class AsyncOutbox:
     async def _send(self, conn: psycopg.AsyncConnection[Any], rows: Sequence[PreparedRow]) -> None:
         if not rows:
             return
+        require_transaction(conn)
         try:
             async with conn.cursor() as cur:
                 if len(rows) == 1:
