@@ -17,6 +17,7 @@ from postbox.consumer import ConsumerConfig
 from postbox.schemas import SchemaRepository
 from tests.bad_input.apps import INJECTIONS, app
 from tests.support.consumers import ThreadedRuntime, committed, create_topic, produce, read_all, router_headers, wait_for
+from tests.support.redis_servers import RedisServer
 
 pytestmark = pytest.mark.integration
 
@@ -66,9 +67,6 @@ def test_every_bad_record_is_dead_lettered_with_its_reason_and_the_partition_mov
         records.append((b"a", json.dumps({"seq": seq}).encode(), headers("Counted"), 0))
         records.append((b"a", value, hdrs, 0))
         expected_dlq[len(records) - 1] = (name, cls, fragment)
-    seq += 1
-    good_seqs.append(seq)
-    records.append((b"a", json.dumps({"seq": seq}).encode(), headers("Injection"), 0))  # stored verbatim, harmless
     produce(settings.kafka_bootstrap, topic, records)
 
     runtime = ThreadedRuntime(app, ConsumerConfig.load(group=group, topics=topic, handler_retries=1, batch_wait_ms=50)).start()
@@ -84,10 +82,6 @@ def test_every_bad_record_is_dead_lettered_with_its_reason_and_the_partition_mov
     assert redis_client.get(f"{{{agg}:a}}:str") == b"a string, not a hash"
     for key in ("set", "counter"):  # commands 4 and 5 of FiveCommands never ran; 1 and 2 were undone
         assert not redis_client.exists(f"{{{agg}:a}}:{key}")
-    assert not redis_client.exists("pwned")
-    inj = {k.decode("utf-8", "surrogateescape"): v for k, v in redis_client.hgetall(f"{{{agg}:a}}:inj").items()}
-    assert set(inj) == set(INJECTIONS) and all(k.encode("utf-8", "surrogateescape") == v for k, v in inj.items())
-    assert redis_client.dbsize() > 0  # FLUSHALL did not run
 
     # Each bad record: in the DLQ with its class and a reason naming what and where.
     dlq = read_all(settings.kafka_bootstrap, f"{topic}.dlq", expect=len(expected_dlq))
@@ -105,5 +99,40 @@ def test_every_bad_record_is_dead_lettered_with_its_reason_and_the_partition_mov
     print("\n" + "\n".join(report))
     m = runtime.metrics
     assert m.total("postbox_consumer_dead_lettered_total") == len(expected_dlq)
-    redis_client.delete(*[f"{{{agg}:a}}:{p}" for p in ("seq", "count", "str", "inj")],
-                        *[f"{{{agg}:a}}:inj:{i}:{t}" for i, t in enumerate(INJECTIONS)], f"postbox:failures:{group}")
+    redis_client.delete(*[f"{{{agg}:a}}:{p}" for p in ("seq", "count", "str")], f"postbox:failures:{group}")
+
+
+def test_injection_strings_are_stored_verbatim_by_a_consumer_without_an_acl(settings, unique):
+    """Keys and values that would flush or write Redis if anything built Lua or RESP by
+    concatenation are stored verbatim. The consumer runs as an unrestricted user on a Redis of its
+    own, so no ACL refuses the FLUSHALL/SET they smuggle: only the engine's quoting stands between
+    them and the data (the shared stack's consumer user would be refused anyway).
+
+    Shown to fail: with the Injection handler also issuing the FLUSHALL it smuggles (scratch edit,
+    ``fx.call`` of a Lua function running ``redis.call('FLUSHALL')``, not committed) the canary key
+    and the stored strings were gone."""
+    agg = f"inj{unique}"
+    topic = f"outbox.event.{agg}"
+    group = f"test-inj-{unique}"
+    create_topic(settings.kafka_bootstrap, topic, partitions=1)
+    server = RedisServer().start()  # no ACL: the default user may run anything
+    client = server.client()
+    try:
+        client.set("canary", "still here")
+        produce(settings.kafka_bootstrap, topic, [(b"a", json.dumps({"seq": 1}).encode(), router_headers(str(uuid.uuid4()), "Injection", agg), 0)])
+        config = ConsumerConfig.load(group=group, topics=topic, redis_url=server.url, batch_wait_ms=20)
+        runtime = ThreadedRuntime(app, config).start()
+        try:
+            wait_for(lambda: runtime.ok() and committed(settings.kafka_bootstrap, group, topic, 1) == {0: 1}, 60, "the event committed")
+        finally:
+            runtime.stop()
+        assert runtime.metrics.total("postbox_consumer_events_applied_total") == 1
+        assert client.get("canary") == b"still here"  # FLUSHALL never ran
+        assert not client.exists("pwned")  # neither did the smuggled SET
+        inj = {k.decode("utf-8", "surrogateescape"): v for k, v in client.hgetall(f"{{{agg}:a}}:inj").items()}
+        assert set(inj) == set(INJECTIONS) and all(k.encode("utf-8", "surrogateescape") == v for k, v in inj.items())
+        for i, text in enumerate(INJECTIONS):
+            assert client.get(f"{{{agg}:a}}:inj:{i}:{text}".encode("utf-8", "surrogateescape")) == text.encode("utf-8", "surrogateescape")
+    finally:
+        client.close()
+        server.stop()
