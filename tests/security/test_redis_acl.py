@@ -132,17 +132,41 @@ def test_unauthenticated_clients_are_refused(settings) -> None:
         client.ping()
 
 
-def test_postbox_trace_works_as_the_consumer_user(settings) -> None:
-    # An unknown event: trace must look in Redis (marker lookups, failure streams) without a NOPERM.
+def test_postbox_trace_finds_an_applied_event_as_the_consumer_user(settings, unique) -> None:
+    """An event applied by a consumer (as the limited user): `trace`, as that same user, reads
+    its marker and reports it applied, exit 0.
+
+    Shown to fail: with ``RedisState.find_marker`` and ``scan_marker`` answering "no marker"
+    (scratch edit, not committed) trace reported ``consumed-no-marker`` and exited 1."""
+    from postbox.consumer import ConsumerConfig
+    from tests.apps.counting import app
+    from tests.support.consumers import ThreadedRuntime, committed, create_topic, json_event, produce, wait_for
+
+    agg, group = f"acltrace{unique}", f"test-acl-trace-{unique}"
+    topic = f"outbox.event.{agg}"
+    event_id = str(uuid.uuid4())
+    create_topic(settings.kafka_bootstrap, topic, partitions=1)
+    produce(settings.kafka_bootstrap, topic, [json_event(agg, "a", "Counted", 1, event_id=event_id)])
+    runtime = ThreadedRuntime(app, ConsumerConfig.load(group=group, topics=topic, batch_wait_ms=20)).start()
+    try:
+        wait_for(lambda: runtime.ok() and committed(settings.kafka_bootstrap, group, topic, 1) == {0: 1}, 60, "the event applied and committed")
+    finally:
+        runtime.stop()
+    assert runtime.metrics.total("postbox_consumer_events_applied_total") == 1
+
     result = subprocess.run(
-        [sys.executable, "-c", "from postbox.cli import main; main()", "trace", str(uuid.uuid4()), "--json",
-         "--redis-url", settings.redis_url],
+        [sys.executable, "-c", "from postbox.cli import main; main()", "trace", event_id, "--json", "--topic", topic,
+         "--group", group, "--redis-url", settings.redis_url],
         capture_output=True, text=True, timeout=120,
     )
-    assert "NOPERM" not in result.stdout + result.stderr, result.stdout + result.stderr
-    assert "no permission" not in (result.stdout + result.stderr).lower()
+    output = result.stdout + result.stderr
+    assert "NOPERM" not in output and "no permission" not in output.lower(), output
+    assert result.returncode == 0, output
     data = json.loads(result.stdout)
-    assert data  # a report, not a crash
+    assert data["status"] == "applied", data
+    [traced] = data["groups"]
+    assert traced["group"] == group and traced["status"] == "applied", traced
+    assert traced["marker"] and traced["marker"]["key"] and traced["marker"]["ttl_ms"] > 0, traced
 
 
 def test_the_consumer_password_never_reaches_its_logs_or_doctor(settings) -> None:
