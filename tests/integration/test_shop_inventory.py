@@ -12,6 +12,9 @@ from postbox.errors import PermanentEffectError
 from postbox.testing import EffectsHarness, make_event
 
 
+pytestmark = pytest.mark.integration  # the harness applies to the stack's Redis
+
+
 @pytest.fixture
 def harness(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(keys, "PREFIX", f"test{uuid.uuid4().hex[:8]}")

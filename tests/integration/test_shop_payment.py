@@ -1,4 +1,4 @@
-"""Payment projection (Redis, exactly once per event) and the provider's decisions."""
+"""Payment projection on the stack's Redis, exactly once per event (the provider's decisions: tests/unit/test_shop_payment_service.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,11 @@ import pytest
 
 from consumers.shop import keys, payment
 from consumers.shop.keys import PaymentKeys
-from consumers.shop.payment_service import DECLINED_CARD, GOOD_CARD, Outcome, payment_id_of, provider_charge
+from consumers.shop.payment_service import Outcome
 from postbox.testing import EffectsHarness, make_event
+
+
+pytestmark = pytest.mark.integration  # the harness applies to the stack's Redis
 
 
 @pytest.fixture
@@ -17,12 +20,6 @@ def harness(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(keys, "PREFIX", f"test{uuid.uuid4().hex[:8]}")
     with EffectsHarness() as h:
         yield h
-
-
-def test_provider_declines_the_test_card_and_missing_cards() -> None:
-    assert provider_charge(GOOD_CARD, 100) == (True, None)
-    assert provider_charge(DECLINED_CARD, 100) == (False, "card declined")
-    assert provider_charge(None, 100) == (False, "no card on file")
 
 
 def test_charge_projection_applies_once_even_when_the_database_work_was_replayed(harness: EffectsHarness) -> None:
@@ -44,7 +41,3 @@ def test_refund_and_void_projections(harness: EffectsHarness) -> None:
         event = make_event("OrderCancelled", {"order_id": order_id}, aggregate_type="order", aggregate_id=order_id)
         harness.deliver(lambda e, fx, o=outcome: payment.project_refund(e, fx, o), event)
         assert harness.redis.hget(PaymentKeys(order_id).status, order_id) == status
-
-
-def test_payment_events_of_one_order_share_a_key() -> None:
-    assert payment_id_of("o-1") == "pay-o-1"   # Kafka key: capture and refund stay ordered
