@@ -7,7 +7,11 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-DEBIAN_PACKAGES=(postgresql redis-server redis-tools openjdk-17-jre-headless maven)
+# What the local stack needs, and the Debian/Ubuntu package that provides it when it is missing.
+# Any installed Java >= 17 and PostgreSQL >= 14 serve (the stack finds them the same way:
+# src/postbox/stack/prereqs.py); otherwise the distribution's default version is installed.
+MIN_JAVA=17
+MIN_POSTGRES=14
 # The interpreter that creates the project's virtual environment. Everything is installed into
 # .venv (POSTBOX_VENV moves it), never into this interpreter: Debian's and Ubuntu's python3 are
 # externally managed (PEP 668) and refuse `pip install` outside a venv.
@@ -20,12 +24,47 @@ postbox() { "$VPY" -m postbox "$@"; }
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
-missing_debian_packages() {
-  local pkg missing=()
-  for pkg in "${DEBIAN_PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+java_major() {  # the major version of the java binary $1 ("1.8" counts as 8), or 0
+  "$1" -version 2>&1 | sed -n 's/.*version "\([0-9][0-9]*\)\(\.\([0-9][0-9]*\)\)\{0,1\}.*/\1 \3/p' | head -1 \
+    | awk '{ print ($1 == 1 ? $2 : $1) + 0 }'
+}
+
+have_java() {
+  local java
+  for java in ${JAVA_HOME:+"$JAVA_HOME/bin/java"} $(command -v java 2>/dev/null) /usr/lib/jvm/*/bin/java; do
+    [ -x "$java" ] && [ "$(java_major "$java")" -ge "$MIN_JAVA" ] && return 0
   done
+  return 1
+}
+
+have_postgres() {
+  local bin version
+  [ -n "${POSTBOX_PG_BIN:-}" ] && [ -x "$POSTBOX_PG_BIN/postgres" ] && return 0
+  for bin in /usr/lib/postgresql/*/bin; do
+    version=$(basename "$(dirname "$bin")")
+    [[ "$version" =~ ^[0-9]+$ ]] && [ "$version" -ge "$MIN_POSTGRES" ] && [ -x "$bin/postgres" ] && [ -x "$bin/initdb" ] && return 0
+  done
+  return 1
+}
+
+missing_debian_packages() {
+  local missing=()
+  have_postgres || missing+=(postgresql)
+  have_java || missing+=(default-jre-headless)
+  command -v redis-server >/dev/null || missing+=(redis-server)
+  command -v redis-cli >/dev/null || missing+=(redis-tools)
+  command -v mvn >/dev/null || missing+=(maven)
   echo "${missing[@]:-}"
+}
+
+stop_system_services() {
+  # Debian starts a system Redis and PostgreSQL on the default ports; the local stack runs its own.
+  local sudo=$1 cluster
+  $sudo systemctl disable --now redis-server >/dev/null 2>&1 || $sudo service redis-server stop >/dev/null 2>&1 || true
+  command -v pg_lsclusters >/dev/null || return 0
+  for cluster in $(pg_lsclusters -h 2>/dev/null | awk '{ print $1 "/" $2 }'); do
+    $sudo pg_ctlcluster --force "${cluster%%/*}" "${cluster#*/}" stop >/dev/null 2>&1 || true
+  done
 }
 
 install_debian_packages() {
@@ -33,16 +72,14 @@ install_debian_packages() {
   missing=$(missing_debian_packages)
   [ -z "$missing" ] && return 0
   if ! command -v apt-get >/dev/null; then
-    log "missing packages: $missing (install them with your package manager)"; exit 1
+    log "missing: $missing (install them with your package manager: Java >= $MIN_JAVA, PostgreSQL >= $MIN_POSTGRES)"; exit 1
   fi
   local sudo=""
   [ "$(id -u)" -ne 0 ] && sudo="sudo"
   log "installing Debian packages: $missing"
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $missing >/dev/null
-  # Debian starts a system Redis and PostgreSQL on the default ports; the local stack runs its own.
-  $sudo systemctl disable --now redis-server >/dev/null 2>&1 || $sudo service redis-server stop >/dev/null 2>&1 || true
-  $sudo pg_ctlcluster --force 15 main stop >/dev/null 2>&1 || true
+  stop_system_services "$sudo"
 }
 
 ensure_venv() {
@@ -71,8 +108,14 @@ install_python_package() {
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted" ] && "$VPY" -c "import postbox" 2>/dev/null; then
     return 0
   fi
-  log "installing the postbox Python package into $VENV with its test extras (pinned by constraints.txt)"
-  "$VPY" -m pip install --quiet --disable-pip-version-check -e '.[test]' -c constraints.txt
+  # Every extra (the CLI, the consumer, the tests) plus psycopg's binary build, so no libpq
+  # headers or compiler are needed.
+  log "installing postbox-cdc[all,test,binary] into $VENV (pinned by constraints.txt)"
+  # The distribution was called `postbox` before it became postbox-cdc: drop the old one's files.
+  if "$VPY" -m pip show --quiet postbox >/dev/null 2>&1; then
+    "$VPY" -m pip uninstall --quiet --yes postbox
+  fi
+  "$VPY" -m pip install --quiet --disable-pip-version-check -e '.[all,test,binary]' -c constraints.txt
   echo "$wanted" > "$stamp"
 }
 

@@ -48,7 +48,9 @@ PARTITIONS = 3
 
 
 def make_app() -> App:
-    app = App("bench")
+    # The bench's "benchorder" events carry order/OrderPlaced's schema (found by fingerprint), so
+    # no schemas/benchorder/ exists for the start-up check to find.
+    app = App("bench", require_schemas=False)
 
     @app.handler("benchorder", "OrderPlaced")
     def placed(event: Event, fx: Effects) -> None:

@@ -120,7 +120,7 @@ def consumer_main(pipe: Any, cfg: dict[str, Any], applied: Any) -> None:
                     records.setdefault(event.id, [paths[event.aggregate_type], created, item.msg.timestamp()[1] / 1000,
                                                   self.batch_received, None])
 
-    app = App(cfg["group"], schemas=cfg["schemas"])
+    app = App(cfg["group"], schemas_dir=cfg["schemas"])
 
     def handler(event: Any, fx: Any) -> None:
         fx.hincrby(aggregate_keys(event.aggregate_type, event.aggregate_id)("totals"), "cents", event.payload["total_cents"])

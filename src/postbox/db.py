@@ -1,4 +1,4 @@
-"""Database setup: apply ``schemas/sql/*.sql`` idempotently and report what changed.
+"""Database setup: apply the packaged ``postbox/sql/*.sql`` idempotently and report what changed.
 
 ``init_database`` is what `postbox db init` and `postbox up` call. It runs every SQL file in name
 order in one transaction (all or nothing), sets role passwords without ever sending them in
@@ -34,14 +34,14 @@ class DatabaseInitError(PostboxError):
 
 
 def sql_files(sql_dir: Path | None = None) -> list[Path]:
-    """The setup SQL, in the order it is applied (file name order)."""
+    """The setup SQL, in the order it is applied (file name order); it travels in the package."""
     if sql_dir is None:
-        from postbox.resources import schemas_dir
+        from postbox.resources import SQL_DIR
 
-        sql_dir = schemas_dir() / "sql"
+        sql_dir = SQL_DIR
     files = sorted(Path(sql_dir).glob("*.sql"))
     if not files:
-        raise ConfigError(f"no .sql files in {sql_dir}", fix="run from the postbox checkout or set POSTBOX_HOME")
+        raise ConfigError(f"no .sql files in {sql_dir}", fix="reinstall postbox-cdc (its wheel carries postbox/sql/*.sql)")
     return files
 
 

@@ -1,52 +1,77 @@
-"""Where the project's files are: connector configs, schemas, SQL and Lua.
+"""Where postbox's files are: its own travel in the package, the user's are named by settings.
 
-postbox runs from a project checkout (users keep their `consumers/`, `schemas/` and
-`connectors/` beside postbox's own). The root is ``POSTBOX_HOME`` when set, otherwise the
-nearest folder above the working directory holding ``connectors/outbox.json``, otherwise the
-checkout this package was installed from (editable installs).
+postbox's own files are package data, so an installed wheel has them wherever it runs: the SQL of
+`postbox db init` (``postbox/sql``), the Lua apply script (``postbox/lua``) and the Debezium
+connector template (``postbox/connectors/outbox.json``).
+
+The user's files belong to the user's service, and a setting names their folder — nothing here
+searches the file system for a marker file:
+
+- event schemas: ``POSTBOX_SCHEMAS_DIR`` (or an argument: ``Outbox(schemas_dir=...)``,
+  ``App(schemas_dir=...)``, ``--schemas-dir``/``--dir``); when unset, ``./schemas`` of the working
+  directory if there is one;
+- user Lua effect functions: ``POSTBOX_LUA_DIR``; when unset, ``./consumers/lua`` of the working
+  directory if there is one, else none.
+
+The local stack (``postbox up``) is a development tool that runs from a postbox checkout; it finds
+that checkout itself (:mod:`postbox.stack.checkout`).
 """
 
 from __future__ import annotations
 
 import os
-from functools import lru_cache
+from collections.abc import Mapping
 from pathlib import Path
 
 from postbox.errors import ConfigError
 
-_MARKER = Path("connectors") / "outbox.json"
 PACKAGE_DIR = Path(__file__).resolve().parent
 LUA_DIR = PACKAGE_DIR / "lua"
+SQL_DIR = PACKAGE_DIR / "sql"
+CONNECTOR_TEMPLATE = PACKAGE_DIR / "connectors" / "outbox.json"
+
+SCHEMAS_DIR_ENV = "POSTBOX_SCHEMAS_DIR"
+LUA_DIR_ENV = "POSTBOX_LUA_DIR"
+#: The defaults, relative to the working directory (a service run from its own folder).
+DEFAULT_SCHEMAS_DIR = Path("schemas")
+DEFAULT_LUA_DIR = Path("consumers") / "lua"
+
+SCHEMAS_LAYOUT = "<aggregate_type>/<EventType>.v<N>.avsc"
 
 
-@lru_cache(maxsize=None)
-def project_root() -> Path:
-    """The project folder holding connectors/, schemas/, infra/ and consumers/."""
-    env = os.environ.get("POSTBOX_HOME")
-    if env:
-        root = Path(env).expanduser().resolve()
-        if not (root / _MARKER).is_file():
-            raise ConfigError(f"POSTBOX_HOME={env}: no {_MARKER} there", fix="point POSTBOX_HOME at a postbox checkout")
-        return root
-    for candidate in [Path.cwd(), *Path.cwd().parents]:
-        if (candidate / _MARKER).is_file():
-            return candidate
-    source_checkout = PACKAGE_DIR.parents[1]
-    if (source_checkout / _MARKER).is_file():
-        return source_checkout
+def schemas_dir(explicit: Path | str | None = None, environ: Mapping[str, str] | None = None) -> Path:
+    """The event schemas folder: ``explicit``, else ``POSTBOX_SCHEMAS_DIR``, else ``./schemas``.
+
+    Raises :class:`ConfigError` naming the setting when the folder it names does not exist, or
+    when nothing names one and the working directory has no ``schemas/``.
+    """
+    env = os.environ if environ is None else environ
+    if explicit is not None:
+        return _existing_dir(Path(explicit), f"schemas_dir={str(explicit)!r}", SCHEMAS_LAYOUT)
+    if env.get(SCHEMAS_DIR_ENV):
+        return _existing_dir(Path(env[SCHEMAS_DIR_ENV]), f"{SCHEMAS_DIR_ENV}={env[SCHEMAS_DIR_ENV]}", SCHEMAS_LAYOUT)
+    default = Path.cwd() / DEFAULT_SCHEMAS_DIR
+    if default.is_dir():
+        return default
     raise ConfigError(
-        f"cannot find the postbox project folder (no {_MARKER} here or above)",
-        fix="run postbox from the project checkout, or set POSTBOX_HOME",
+        f"no event schemas folder: {SCHEMAS_DIR_ENV} is not set and {Path.cwd()} has no {DEFAULT_SCHEMAS_DIR}/ folder",
+        fix=f"set {SCHEMAS_DIR_ENV} to the folder holding {SCHEMAS_LAYOUT} "
+        "(or pass schemas_dir= to Outbox/App, --schemas-dir to `postbox consume`, --dir to `postbox schemas`)",
     )
 
 
-def connectors_dir() -> Path:
-    return project_root() / "connectors"
+def lua_functions_dir(environ: Mapping[str, str] | None = None) -> Path | None:
+    """The user Lua effect functions' folder: ``POSTBOX_LUA_DIR``, else ``./consumers/lua`` if it
+    exists, else None (no user functions; ``fx.call`` then fails naming the missing function)."""
+    env = os.environ if environ is None else environ
+    if env.get(LUA_DIR_ENV):
+        return _existing_dir(Path(env[LUA_DIR_ENV]), f"{LUA_DIR_ENV}={env[LUA_DIR_ENV]}", "<name>.lua files")
+    default = Path.cwd() / DEFAULT_LUA_DIR
+    return default if default.is_dir() else None
 
 
-def schemas_dir() -> Path:
-    return project_root() / "schemas"
-
-
-def infra_dir() -> Path:
-    return project_root() / "infra"
+def _existing_dir(path: Path, setting: str, holding: str) -> Path:
+    path = path.expanduser()
+    if not path.is_dir():
+        raise ConfigError(f"{setting}: no such folder", fix=f"point it at the folder holding {holding}")
+    return path.resolve()

@@ -69,8 +69,8 @@ class EffectsHarness:
 
     ``client``: a ``redis.Redis`` (bytes replies) or a URL; default ``POSTBOX_REDIS_URL`` / the
     local stack. ``group``: the consumer group the markers belong to (default: a unique one, so runs
-    never see each other's markers). ``functions_dir``: the user effect functions (default: the
-    project's ``consumers/lua``). ``strict_slots``: refuse effects whose keys span hash slots.
+    never see each other's markers). ``functions_dir``: the user effect functions (default:
+    ``POSTBOX_LUA_DIR``, else ``./consumers/lua``). ``strict_slots``: refuse effects whose keys span hash slots.
     """
 
     def __init__(

@@ -395,7 +395,7 @@ class FaultRun:
         self.emitter = Emitter(self.settings.database_url, self.outbox, self.aggregate_type, aggregates,
                                rate=rate, per_tx=per_tx, limit=limit, log=log)
         env = {
-            "POSTBOX_GROUP": self.group, "POSTBOX_TOPICS": self.topic, "POSTBOX_SCHEMAS": str(schemas),
+            "POSTBOX_GROUP": self.group, "POSTBOX_TOPICS": self.topic, "POSTBOX_SCHEMAS_DIR": str(schemas),
             "POSTBOX_BATCH_SIZE": str(batch_size), "POSTBOX_SESSION_TIMEOUT_MS": "6000",
             "POSTBOX_LOG_FORMAT": "json", "POSTBOX_LOG_LEVEL": "DEBUG", "POSTBOX_BACKOFF_MAX_MS": "2000",
             "POSTBOX_REDIS_URL": self.settings.redis_url, "POSTBOX_KAFKA_BOOTSTRAP": self.settings.kafka_bootstrap,

@@ -48,7 +48,7 @@ def test_sigkill_restart_and_redelivery_apply_each_event_once_in_order(settings,
     half = PER_AGGREGATE // 2
     emit(range(half))
     env = {
-        "POSTBOX_GROUP": group, "POSTBOX_TOPICS": topic, "POSTBOX_SCHEMAS": str(schemas),
+        "POSTBOX_GROUP": group, "POSTBOX_TOPICS": topic, "POSTBOX_SCHEMAS_DIR": str(schemas),
         "POSTBOX_BATCH_SIZE": "20", "POSTBOX_SESSION_TIMEOUT_MS": "6000", "POSTBOX_LOG_FORMAT": "json",
         "POSTBOX_REDIS_URL": settings.redis_url, "POSTBOX_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
     }

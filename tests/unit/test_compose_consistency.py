@@ -16,6 +16,7 @@ from postbox import settings
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "infra" / "docker-compose.yml").read_text())
 SERVICES = COMPOSE["services"]
+CONNECTOR = ROOT / "src" / "postbox" / "connectors" / "outbox.json"
 POM_NS = {"m": "http://maven.apache.org/POM/4.0.0"}
 
 
@@ -49,15 +50,15 @@ def test_ports_are_the_local_stack_defaults_on_loopback():
 
 def test_the_same_connector_file_is_registered_and_its_env_placeholders_are_provided():
     setup = " ".join(SERVICES["setup"]["command"])
-    assert "connectors/outbox.json" in setup
-    connector = json.loads((ROOT / "connectors" / "outbox.json").read_text())
+    assert "postbox connector apply --yes" in setup and "--file" not in setup  # the packaged template
+    connector = json.loads(CONNECTOR.read_text())
     placeholders = set(re.findall(r"\$\{env:([A-Z0-9_]+)\}", json.dumps(connector)))
     assert placeholders, "the connector is expected to take its connection from the environment"
     assert placeholders <= set(SERVICES["connect"]["environment"]), "connect lacks env for the connector"
 
 
 def test_topic_routing_matches_what_consumers_subscribe_to():
-    config = json.loads((ROOT / "connectors" / "outbox.json").read_text())["config"]
+    config = json.loads(CONNECTOR.read_text())["config"]
     assert config["transforms.outbox.route.topic.replacement"] == "outbox.event.${routedByValue}"
     assert config["table.include.list"] == "postbox.outbox"
 
@@ -70,7 +71,7 @@ def test_durability_and_logical_decoding_settings_match():
     assert "appendonly yes" in local_redis
 
 
-@pytest.mark.parametrize("path", ["infra/docker-compose.yml", "connectors/outbox.json"])
+@pytest.mark.parametrize("path", ["infra/docker-compose.yml", "src/postbox/connectors/outbox.json"])
 def test_no_password_is_written_into_the_file(path):
     text = (ROOT / path).read_text()
     for match in re.finditer(r"(?i)(password[A-Z_]*)\s*[:=]\s*\"?([^\s\"]+)", text):

@@ -61,7 +61,7 @@ def test_env_and_flags_with_the_same_names_and_flags_win():
         ({"POSTBOX_TOPICS": "outbox.event.order.dlq"}, {}, "dead-letter"),
         ({"POSTBOX_AUTO_OFFSET_RESET": "middle"}, {}, "earliest or latest"),
         ({"POSTBOX_METRICS_PORT": "70000"}, {}, "0 to 65535"),
-        ({"POSTBOX_SCHEMAS": "/nonexistent/schemas"}, {}, "existing folder"),
+        ({"POSTBOX_SCHEMAS_DIR": "/nonexistent/schemas"}, {}, "existing folder"),
     ],
 )
 def test_bad_values_name_their_source(env, flags, needle):

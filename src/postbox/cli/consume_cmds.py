@@ -31,7 +31,7 @@ def consume(
     auto_offset_reset: Optional[str] = typer.Option(None, "--auto-offset-reset", help="earliest or latest, for a group without offsets (POSTBOX_AUTO_OFFSET_RESET)"),
     session_timeout_ms: Optional[int] = typer.Option(None, "--session-timeout-ms", help="Kafka session timeout (POSTBOX_SESSION_TIMEOUT_MS, default 45000)"),
     max_poll_interval_ms: Optional[int] = typer.Option(None, "--max-poll-interval-ms", help="POSTBOX_MAX_POLL_INTERVAL_MS, default 300000"),
-    schemas: Optional[str] = typer.Option(None, "--schemas", help="schemas folder (POSTBOX_SCHEMAS; default: the project's schemas/)"),
+    schemas_dir: Optional[str] = typer.Option(None, "--schemas-dir", help="event schemas folder (POSTBOX_SCHEMAS_DIR; default: the App's, else ./schemas)"),
     client_id: Optional[str] = typer.Option(None, "--client-id", help="Kafka client id (POSTBOX_CLIENT_ID)"),
     check: bool = typer.Option(False, "--check", help="load the app and validate the configuration, print it, and exit"),
 ) -> int:
@@ -49,7 +49,7 @@ def consume(
         metrics_port=metrics_port, metrics_host=metrics_host, log_format=log_format, log_level=log_level,
         require_durable=require_durable, auto_offset_reset=auto_offset_reset,
         session_timeout_ms=session_timeout_ms, max_poll_interval_ms=max_poll_interval_ms,
-        schemas=schemas, client_id=client_id,
+        schemas_dir=schemas_dir, client_id=client_id,
     )  # fmt: skip
     if check:
         print_json({"app": app_spec, "handlers": [f"{r.aggregate_type}/{r.event_type} -> {r.name}" for r in app.routes],

@@ -593,7 +593,7 @@ def _connector_name(name: Optional[str]) -> str:
 
 @connector_app.command("status")
 def connector_status(
-    name: Optional[str] = typer.Option(None, "--name", help="Connector name (default: from connectors/outbox.json)."),
+    name: Optional[str] = typer.Option(None, "--name", help="Connector name (default: from the packaged connector template)."),
     json_output: bool = JsonOpt,
     connect_url: Optional[str] = ConnectOpt,
 ) -> int:
@@ -632,7 +632,7 @@ def connector_status(
 
 @connector_app.command("restart")
 def connector_restart(
-    name: Optional[str] = typer.Option(None, "--name", help="Connector name (default: from connectors/outbox.json)."),
+    name: Optional[str] = typer.Option(None, "--name", help="Connector name (default: from the packaged connector template)."),
     wait: float = typer.Option(60.0, "--wait", help="Seconds to wait for RUNNING afterwards (0: do not wait)."),
     yes: bool = YesOpt,
     json_output: bool = JsonOpt,
@@ -670,7 +670,7 @@ def connector_restart(
 
 @connector_app.command("apply")
 def connector_apply(
-    file: Optional[Path] = typer.Option(None, "--file", help="Connector JSON (default: connectors/outbox.json)."),
+    file: Optional[Path] = typer.Option(None, "--file", help="Connector JSON (default: the packaged template, postbox/connectors/outbox.json)."),
     yes: bool = YesOpt,
     wait: float = typer.Option(0.0, "--wait", help="Then wait up to this many seconds for connector and tasks to be RUNNING."),
     json_output: bool = JsonOpt,
@@ -680,9 +680,9 @@ def connector_apply(
     from postbox.connect_client import ConnectClient, ConnectorFile
 
     if file is None:
-        from postbox.resources import connectors_dir
+        from postbox.resources import CONNECTOR_TEMPLATE
 
-        file = connectors_dir() / "outbox.json"
+        file = CONNECTOR_TEMPLATE
     connector = ConnectorFile.load(file)
     settings = _settings(connect_url=connect_url, kafka_bootstrap=kafka_bootstrap)
     with ConnectClient(settings.connect_url, timeout=10) as client:

@@ -12,15 +12,13 @@ from postbox.cli.output import console, print_json
 
 schemas_app = typer.Typer(help="Avro event schemas: compatibility check and listing.", no_args_is_help=True)
 
-DirOption = typer.Option(None, "--dir", help="schema folder (default: the project's schemas/)")
+DirOption = typer.Option(None, "--dir", help="event schemas folder (default: POSTBOX_SCHEMAS_DIR, else ./schemas)")
 
 
 def _folder(directory: Optional[Path]) -> Path:
-    if directory is not None:
-        return directory
     from postbox.resources import schemas_dir
 
-    return schemas_dir()
+    return schemas_dir(directory)
 
 
 @schemas_app.command("check")

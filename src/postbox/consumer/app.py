@@ -73,7 +73,9 @@ class App:
     ``name``: the default consumer group (``POSTBOX_GROUP``/``--group`` override it).
     ``topics``: topics to read when ``POSTBOX_TOPICS`` is not set; by default
     ``outbox.event.<aggregate_type>`` for every aggregate type a handler names.
-    ``schemas``: a schemas folder for decoding (default: the project's ``schemas/``).
+    ``schemas_dir``: the event schemas folder for decoding (default: ``POSTBOX_SCHEMAS_DIR``, else
+    ``./schemas``). ``require_schemas``: refuse to start when a handler names an (aggregate type,
+    event type) that folder has no schema for (turn off for apps that only read JSON outboxes).
     ``reader_versions``: ``{(aggregate_type, event_type): version}`` to read an event into a pinned
     schema version instead of the latest.
     """
@@ -83,12 +85,14 @@ class App:
         name: str | None = None,
         *,
         topics: Iterable[str] | None = None,
-        schemas: Path | str | None = None,
+        schemas_dir: Path | str | None = None,
+        require_schemas: bool = True,
         reader_versions: dict[tuple[str, str], int] | None = None,
     ) -> None:
         self.name = name
         self._topics = tuple(topics) if topics is not None else None
-        self.schemas = Path(schemas) if schemas is not None else None
+        self.schemas_dir = Path(schemas_dir) if schemas_dir is not None else None
+        self.require_schemas = require_schemas
         self.reader_versions = dict(reader_versions or {})
         self._routes: dict[tuple[str, str], Route] = {}
         self._catch_all: Route | None = None
@@ -172,6 +176,10 @@ class App:
     def aggregate_types(self) -> list[str]:
         """The aggregate types named by handlers (wildcards excluded), sorted."""
         return sorted({a for a, _ in self._routes if a != ANY})
+
+    def schema_requirements(self) -> list[tuple[str, str]]:
+        """The (aggregate type, event type) pairs handlers name exactly: each needs a schema."""
+        return sorted((a, e) for a, e in self._routes if a != ANY and e != ANY)
 
     def topics(self) -> list[str]:
         """The app's own topic list, or ``outbox.event.<aggregate>`` per named aggregate type."""

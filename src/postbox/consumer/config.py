@@ -75,8 +75,9 @@ class ConsumerConfig:
     session_timeout_ms: int = 45_000
     #: Longest time between two polls before Kafka evicts this member (ms).
     max_poll_interval_ms: int = 300_000
-    #: Schemas folder for Avro decoding (default: the app's, else the project's ``schemas/``).
-    schemas: Path | None = None
+    #: Event schemas folder for Avro decoding (default: the app's, else ``./schemas``; see
+    #: :func:`postbox.resources.schemas_dir`).
+    schemas_dir: Path | None = None
     #: Kafka client id (default: ``postbox-<group>-<pid>``).
     client_id: str | None = None
     #: Where each value came from (``flag``, ``POSTBOX_X``, ``app``, ``default``), for logs.
@@ -123,8 +124,8 @@ class ConsumerConfig:
                 raw, source = app.name, "app"
             elif app is not None and f.name == "topics" and app.topics():
                 raw, source = app.topics(), "app"
-            elif app is not None and f.name == "schemas" and app.schemas is not None:
-                raw, source = app.schemas, "app"
+            elif app is not None and f.name == "schemas_dir" and app.schemas_dir is not None:
+                raw, source = app.schemas_dir, "app"
             if raw is None:
                 continue
             values[f.name] = _convert(f.name, raw, source)
@@ -164,8 +165,8 @@ class ConsumerConfig:
             self._fail("log_level", self.log_level, ", ".join(LOG_LEVELS))
         if self.auto_offset_reset not in OFFSET_RESETS:
             self._fail("auto_offset_reset", self.auto_offset_reset, " or ".join(OFFSET_RESETS))
-        if self.schemas is not None and not Path(self.schemas).is_dir():
-            self._fail("schemas", self.schemas, "an existing folder of .avsc files")
+        if self.schemas_dir is not None and not Path(self.schemas_dir).is_dir():
+            self._fail("schemas_dir", self.schemas_dir, "an existing folder of .avsc files")
         Settings(kafka_bootstrap=self.kafka_bootstrap, redis_url=self.redis_url).validate()
 
     def source(self, name: str) -> str:
@@ -235,7 +236,7 @@ def _convert(name: str, raw: Any, source: str) -> Any:
             return parse_duration(raw)
         if name == "require_durable":
             return parse_bool(raw)
-        if name == "schemas":
+        if name == "schemas_dir":
             return Path(raw).expanduser()
         if name in ("log_format", "auto_offset_reset"):
             return str(raw).strip().lower()

@@ -271,14 +271,9 @@ class ConsumerRuntime:
         }
 
     def _load_codec(self) -> AvroCodec | None:
-        from postbox.schemas import SchemaRepository
+        from postbox.consumer.reader_schemas import load_reader_codec
 
-        try:
-            repo = SchemaRepository.load(self.config.schemas) if self.config.schemas else SchemaRepository.default()
-        except ConfigError as exc:
-            log.warning("no schema repository (%s): Avro records will be dead-lettered as DecodeError", exc.message)
-            return None
-        return AvroCodec(repo)
+        return load_reader_codec(self.app, self.config)
 
     def _wait_for_redis(self) -> None:
         attempt = 0
@@ -543,7 +538,7 @@ class ConsumerRuntime:
             raise DecodeError(f"record has no value (a tombstone){' for ' + meta.event_type if meta.event_type else ''}")
         if is_single_object(value):
             if self.codec is None:
-                raise DecodeError("Avro record but this consumer has no schema repository", fix="set --schemas / POSTBOX_SCHEMAS")
+                raise DecodeError("Avro record but this consumer has no schema repository", fix="set --schemas-dir / POSTBOX_SCHEMAS_DIR")
             versions = self.app.reader_versions
             reader_version = versions.get((aggregate_hint, meta.event_type or "")) if versions else None
             return self.codec.decode(value, reader_version=reader_version, event_type=meta.event_type)

@@ -9,10 +9,10 @@
 
 import sys as _sys
 
-from postbox.resources import project_root as _project_root
+from postbox.stack.checkout import checkout_root as _checkout_root
 
 # The shop lives in the project checkout (consumers/shop), as users' consumers do: make it importable
 # the way `postbox consume` does (the project folder first on sys.path).
-_root = str(_project_root())
+_root = str(_checkout_root())
 if _root not in _sys.path:
     _sys.path.insert(0, _root)

@@ -37,7 +37,7 @@ from postbox.demo.monitor import GroupMetrics, Rates, ReadyLog, lag_of, quantile
 from postbox.demo.processes import GROUP_APPS, ConsumerProcess, child_env
 from postbox.demo.view import Snapshot, View, final_report, fmt_s
 from postbox.errors import PostboxError
-from postbox.resources import project_root
+from postbox.stack.checkout import checkout_root
 from postbox.settings import ENV_NAMES, Settings
 
 TOPICS = ("outbox.event.order", "outbox.event.payment")
@@ -90,7 +90,7 @@ class Demo:
         self.rng = random.Random(config.seed)
         self.scope = Scope(order_prefix=f"o-{self.run_id}-",
                            groups={name: f"{GROUP_PREFIX}{self.run_id}-{name}" for name in GROUP_APPS})
-        self.log_dir = project_root() / ".postbox" / "demo" / self.run_id
+        self.log_dir = checkout_root() / ".postbox" / "demo" / self.run_id
         self.processes: dict[str, ConsumerProcess] = {}
         self.metrics = {name: GroupMetrics() for name in GROUP_APPS}
         self.notes: list[str] = []
@@ -272,10 +272,10 @@ class Demo:
             "POSTBOX_SESSION_TIMEOUT_MS": "10000",   # a SIGKILLed member's partitions move within 10 s
             "POSTBOX_BATCH_WAIT_MS": "20",
             "POSTBOX_MARKER_TTL": "1d",              # demo groups are single-use
-            "POSTBOX_HOME": str(project_root()),
+            "POSTBOX_HOME": str(checkout_root()),
         })
         for name in GROUP_APPS:
-            proc = ConsumerProcess(name, self.scope.groups[name], project_root(), env, self.log_dir)
+            proc = ConsumerProcess(name, self.scope.groups[name], checkout_root(), env, self.log_dir)
             proc.start()
             self.processes[name] = proc
         say(f"consumers: {', '.join(f'{n} (pid {p.pid})' for n, p in self.processes.items())}; logs in {self.log_dir}")

@@ -167,7 +167,7 @@ class EffectsEngine:
     ``decode_responses``). ``slot_aligned`` puts failure streams in the event's slot (default: on
     for a cluster); ``strict_slots`` refuses mixed-slot events (default: on for a cluster; the
     test harness turns it on everywhere so handlers are cluster-ready from the start).
-    ``functions_dir`` holds the user effect functions (default: the project's ``consumers/lua``).
+    ``functions_dir`` holds the user effect functions (default: ``POSTBOX_LUA_DIR``, else ``./consumers/lua``).
     """
 
     def __init__(

@@ -85,11 +85,8 @@ def build_script(functions_dir: Path | None) -> ApplyScript:
 
 
 def default_functions_dir() -> Path | None:
-    """``consumers/lua`` of the project (see :func:`postbox.resources.project_root`), if found."""
-    from postbox.errors import ConfigError
-    from postbox.resources import project_root
+    """The configured user functions folder (``POSTBOX_LUA_DIR``, else ``./consumers/lua`` if it
+    exists; see :func:`postbox.resources.lua_functions_dir`)."""
+    from postbox.resources import lua_functions_dir
 
-    try:
-        return project_root() / "consumers" / "lua"
-    except ConfigError:
-        return None
+    return lua_functions_dir()

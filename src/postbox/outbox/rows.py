@@ -11,6 +11,7 @@ import os
 import uuid
 from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 from typing import Any, Mapping
 
 from postbox.codec.avro import AvroCodec
@@ -18,6 +19,8 @@ from postbox.codec.json_codec import JsonCodec
 from postbox.errors import PayloadError
 from postbox.outbox.trace import resolve_traceparent
 from postbox.outbox.uuid7 import uuid7
+from postbox.resources import schemas_dir as resolve_schemas_dir
+from postbox.schemas.repository import SchemaRepository
 
 
 def _sql(name: str) -> str:
@@ -70,19 +73,28 @@ class PreparedRow:
 
 
 class RowFactory:
-    """Validates, encodes and stamps events; ``encoding`` is "avro" (default) or "json"."""
+    """Validates, encodes and stamps events; ``encoding`` is "avro" (default) or "json".
 
-    def __init__(self, codec: AvroCodec | None = None, *, encoding: str = "avro") -> None:
+    The Avro schemas come from ``codec``, else from ``schemas_dir``, else from the configured
+    folder (``POSTBOX_SCHEMAS_DIR``, else ``./schemas``), loaded at the first emit.
+    """
+
+    def __init__(
+        self, codec: AvroCodec | None = None, *, encoding: str = "avro", schemas_dir: Path | str | None = None
+    ) -> None:
         if encoding not in ("avro", "json"):
             raise ValueError(f"encoding must be 'avro' or 'json', not {encoding!r}")
         self.encoding = encoding
         self._codec = codec
+        # A folder that does not exist is a configuration error now, not at the first emit.
+        self._schemas_dir = resolve_schemas_dir(schemas_dir) if schemas_dir is not None and codec is None else None
         self._json = JsonCodec()
 
     @property
     def codec(self) -> AvroCodec:
         if self._codec is None:
-            self._codec = AvroCodec()
+            repository = SchemaRepository.load(self._schemas_dir) if self._schemas_dir else None
+            self._codec = AvroCodec(repository)
         return self._codec
 
     def prepare(

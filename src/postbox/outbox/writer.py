@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -28,6 +29,8 @@ class Outbox:
     One Outbox is cheap and thread-safe for ``emit``/``emit_many`` on connections the caller
     passes. ``transaction()`` without a connection uses one connection the Outbox opens itself
     (from ``conninfo``, else ``POSTBOX_DATABASE_URL``); use that form from one thread at a time.
+    ``schemas_dir`` names the event schemas folder (default ``POSTBOX_SCHEMAS_DIR``, else
+    ``./schemas``); ``codec`` instead hands over a loaded repository.
     """
 
     def __init__(
@@ -37,10 +40,11 @@ class Outbox:
         codec: AvroCodec | None = None,
         retention: Retention | str | None = None,
         encoding: str = "avro",
+        schemas_dir: Path | str | None = None,
     ) -> None:
         self.conninfo = conninfo
         self.retention = Retention.parse(retention)
-        self.rows = RowFactory(codec, encoding=encoding)
+        self.rows = RowFactory(codec, encoding=encoding, schemas_dir=schemas_dir)
         self._conn: psycopg.Connection[Any] | None = None
 
     # -- single events -----------------------------------------------------------------------

@@ -2,7 +2,10 @@
 
 Layout (the folder is the source of truth)::
 
-    schemas/<aggregate_type>/<EventType>.v<N>.avsc
+    <schemas folder>/<aggregate_type>/<EventType>.v<N>.avsc
+
+The folder is the user's, named by a setting (``POSTBOX_SCHEMAS_DIR``, see
+:func:`postbox.resources.schemas_dir`).
 
 The record's name must be the event type; versions of one event live side by side. The
 repository indexes schemas by (aggregate type, event type, version) for writers, which encode
@@ -28,7 +31,7 @@ FILE_PATTERN = re.compile(r"^(?P<event>[A-Za-z_][A-Za-z0-9_]*)\.v(?P<version>[1-
 #: Aggregate types become Kafka topic names (outbox.event.<aggregate_type>): keep them to the
 #: characters a topic name allows, minus the dot (a separator in the topic name).
 AGGREGATE_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,200}$")
-#: Folders under schemas/ that hold no event schemas.
+#: Folders of a schemas folder that hold no event schemas (postbox's own checkout kept its SQL there).
 NON_EVENT_DIRS = frozenset({"sql"})
 
 
@@ -103,7 +106,7 @@ def scan(directory: Path) -> ScanResult:
     """Load every ``<aggregate>/<Event>.v<N>.avsc`` under ``directory``, collecting problems."""
     directory = Path(directory)
     if not directory.is_dir():
-        raise SchemaError(f"schema folder {directory} does not exist", fix="pass --dir or set POSTBOX_HOME")
+        raise SchemaError(f"schema folder {directory} does not exist", fix="pass --dir or set POSTBOX_SCHEMAS_DIR")
     schemas: list[EventSchema] = []
     problems: list[str] = []
     for agg_dir in sorted(p for p in directory.iterdir() if p.is_dir() and p.name not in NON_EVENT_DIRS):
@@ -169,13 +172,15 @@ class SchemaRepository:
 
     @classmethod
     def default(cls) -> "SchemaRepository":
-        """The project's ``schemas/`` folder (loaded once per process)."""
-        global _default
-        if _default is None:
-            from postbox.resources import schemas_dir
+        """The configured schemas folder (``POSTBOX_SCHEMAS_DIR``, else ``./schemas``), loaded once
+        per process and folder."""
+        from postbox.resources import schemas_dir
 
-            _default = cls.load(schemas_dir())
-        return _default
+        folder = schemas_dir()
+        cached = _defaults.get(folder)
+        if cached is None:
+            cached = _defaults[folder] = cls.load(folder)
+        return cached
 
     def __iter__(self) -> Iterator[EventSchema]:
         return iter(self._by_key.values())
@@ -233,4 +238,4 @@ class SchemaRepository:
         )
 
 
-_default: SchemaRepository | None = None
+_defaults: dict[Path, SchemaRepository] = {}

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from postbox.errors import StackError
-from postbox.resources import infra_dir
+from postbox.stack.checkout import infra_dir
 from postbox.stack.layout import StackLayout
 
 

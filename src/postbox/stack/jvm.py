@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from postbox.resources import infra_dir
+from postbox.stack.checkout import infra_dir
 
 
 def java_command(java: Path, heap_var: str, heap_default: str, classpath: str, main: str, *args: str) -> list[str]:

@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from postbox.resources import project_root
+from postbox.stack.checkout import checkout_root
 
 
 def default_state_dir() -> Path:
@@ -18,7 +18,7 @@ def default_state_dir() -> Path:
     env = os.environ.get("POSTBOX_STATE_DIR")
     if env:
         return Path(env).expanduser().resolve()
-    return project_root() / ".postbox"
+    return checkout_root() / ".postbox"
 
 
 @dataclass(frozen=True)

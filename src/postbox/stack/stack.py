@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from postbox.connect_client import ConnectClient, ConnectorFile
 from postbox.errors import PostboxError, StackError
-from postbox.resources import connectors_dir
+from postbox.resources import CONNECTOR_TEMPLATE
 from postbox.stack import jars, prereqs
 from postbox.stack.connect import LocalConnect
 from postbox.stack.kafka import LocalKafka
@@ -28,7 +28,6 @@ from postbox.stack.postgres import DATABASE, LocalPostgres
 from postbox.stack.redis_server import LocalRedis
 from postbox.stack.secrets import ensure_secrets, read_secrets
 
-OUTBOX_CONNECTOR_FILE = "outbox.json"
 SLOT_NAME = "postbox_outbox"
 
 Progress = Callable[[str], None]
@@ -142,7 +141,7 @@ class LocalStack:
         report.steps.append(Step("connect", connect_outcome, connect_outcome == "started"))
         self.connect.wait_ready(wait_timeout, on_wait=_ticker(progress, "connect: waiting for the REST API"))
 
-        connector = ConnectorFile.load(connectors_dir() / OUTBOX_CONNECTOR_FILE)
+        connector = ConnectorFile.load(CONNECTOR_TEMPLATE)
         with ConnectClient(self.connect.url) as client:
             applied = client.apply(connector)
             report.steps.append(Step(f"connector/{connector.name}", applied, applied != "unchanged"))
@@ -270,7 +269,7 @@ def _exclusive(lock_path: Path, progress: Progress) -> Iterator[None]:
 
 def _connector_name() -> str:
     try:
-        return ConnectorFile.load(connectors_dir() / OUTBOX_CONNECTOR_FILE).name
+        return ConnectorFile.load(CONNECTOR_TEMPLATE).name
     except PostboxError:
         return "postbox-outbox"
 

@@ -11,7 +11,7 @@ from string import Template
 from typing import Mapping
 
 from postbox.errors import StackError
-from postbox.resources import infra_dir
+from postbox.stack.checkout import infra_dir
 
 
 def render(template_name: str, values: Mapping[str, object]) -> str:
