@@ -11,8 +11,14 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from postbox.settings import Settings
+
+# A test never asserts a duration: hypothesis' default 200 ms deadline per example fails property
+# tests on a loaded 2-core machine (a first example paying for imports took 386 ms), so it is off.
+hypothesis_settings.register_profile("postbox", deadline=None)
+hypothesis_settings.load_profile("postbox")
 
 
 @pytest.fixture(scope="session")
