@@ -4,16 +4,24 @@ The four settings come from ``POSTBOX_DATABASE_URL``, ``POSTBOX_KAFKA_BOOTSTRAP`
 ``POSTBOX_REDIS_URL`` and ``POSTBOX_CONNECT_URL``; flags with the same meaning override them, and
 the defaults point at the local stack (`postbox up`). Values are validated when read, so a typo
 fails at start with the variable's name instead of deep inside a client library.
+
+Kafka client properties (TLS, SASL, anything librdkafka takes) ride along as
+:class:`~postbox.kafka_config.KafkaProperties`: the file named by ``POSTBOX_KAFKA_CONFIG`` (or
+``--kafka-config``) with ``-X key=value`` on top. A ``bootstrap.servers`` among them is the
+bootstrap when no flag says otherwise: ``--kafka-bootstrap`` > ``-X bootstrap.servers`` >
+``POSTBOX_KAFKA_BOOTSTRAP`` > the file's ``bootstrap.servers`` > the local stack.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, fields, replace
-from typing import Mapping
+from typing import Iterable, Mapping
 from urllib.parse import urlsplit
 
 from postbox.errors import ConfigError
+from postbox.kafka_config import ENV_VAR as KAFKA_CONFIG_ENV
+from postbox.kafka_config import SET_FLAG, KafkaProperties
 
 LOCAL_PG_PORT = 5432
 LOCAL_REDIS_PORT = 6379
@@ -52,24 +60,42 @@ class Settings:
     kafka_bootstrap: str = DEFAULT_KAFKA_BOOTSTRAP
     redis_url: str = DEFAULT_REDIS_URL
     connect_url: str = DEFAULT_CONNECT_URL
+    #: librdkafka properties of every Kafka client (file + ``-X``); empty on a plain local stack.
+    kafka_properties: KafkaProperties = field(default_factory=KafkaProperties)
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def load(
         cls,
         environ: Mapping[str, str] | None = None,
+        *,
+        kafka_config: str | None = None,
+        kafka_set: Iterable[str] = (),
         **overrides: str | None,
     ) -> "Settings":
-        """Read the environment, apply non-empty overrides (flags), validate, and return."""
+        """Read the environment, apply non-empty overrides (flags), validate, and return.
+
+        ``kafka_config`` (the ``--kafka-config`` flag, else ``POSTBOX_KAFKA_CONFIG``) names a
+        librdkafka properties file; ``kafka_set`` are ``-X key=value`` assignments over it.
+        """
         env = os.environ if environ is None else environ
+        kafka = KafkaProperties.load(
+            kafka_config or env.get(KAFKA_CONFIG_ENV) or None, kafka_set,
+            file_source="--kafka-config" if kafka_config else KAFKA_CONFIG_ENV,
+        )  # fmt: skip
         values: dict[str, str] = {}
         sources: dict[str, str] = {}
         for name, var in ENV_NAMES.items():
             override = overrides.get(name)
+            from_properties = kafka.values.get("bootstrap.servers") if name == "kafka_bootstrap" else None
             if override:
                 values[name], sources[name] = override, "flag"
+            elif from_properties and kafka.origin("bootstrap.servers") == SET_FLAG:
+                values[name], sources[name] = from_properties, SET_FLAG
             elif env.get(var):
                 values[name], sources[name] = env[var], var
+            elif from_properties:
+                values[name], sources[name] = from_properties, kafka.origin("bootstrap.servers")
             elif name == "database_url" and (local := local_database_url()):
                 values[name], sources[name] = local, "local stack"
             elif name == "redis_url" and (local := local_redis_url(env)):
@@ -79,14 +105,15 @@ class Settings:
         unknown = set(overrides) - set(ENV_NAMES)
         if unknown:
             raise TypeError(f"unknown setting(s): {', '.join(sorted(unknown))}")
-        settings = cls(**values, sources=sources)
+        settings = cls(**values, kafka_properties=kafka, sources=sources)
         settings.validate()
         return settings
 
     def __repr__(self) -> str:
         return (
             f"Settings(database_url={redact_url(self.database_url)!r}, kafka_bootstrap={self.kafka_bootstrap!r}, "
-            f"redis_url={redact_url(self.redis_url)!r}, connect_url={redact_url(self.connect_url)!r})"
+            f"redis_url={redact_url(self.redis_url)!r}, connect_url={redact_url(self.connect_url)!r}, "
+            f"kafka_properties={self.kafka_properties!r})"
         )
 
     def with_overrides(self, **overrides: str | None) -> "Settings":
@@ -104,8 +131,19 @@ class Settings:
         _check_bootstrap(self.kafka_bootstrap)
 
     def as_env(self) -> dict[str, str]:
-        """The settings as the environment variables that reproduce them."""
-        return {ENV_NAMES[f.name]: getattr(self, f.name) for f in fields(self) if f.name in ENV_NAMES}
+        """The settings as the environment variables that reproduce them (``-X`` properties have
+        no variable: a child process gets them as ``-X`` arguments, see :meth:`kafka_args`)."""
+        env = {ENV_NAMES[f.name]: getattr(self, f.name) for f in fields(self) if f.name in ENV_NAMES}
+        if self.kafka_properties.file is not None:
+            env[KAFKA_CONFIG_ENV] = str(self.kafka_properties.file)
+        return env
+
+    def kafka_args(self) -> list[str]:
+        """The ``-X key=value`` arguments that give a child ``postbox`` command the same properties
+        as this one's ``-X`` flags (the file travels as ``POSTBOX_KAFKA_CONFIG``)."""
+        props = self.kafka_properties
+        return [arg for key, value in props.values.items() if props.origin(key) == SET_FLAG
+                for arg in (SET_FLAG, f"{key}={value}")]  # fmt: skip
 
 
 def _check_url(name: str, value: str, schemes: tuple[str, ...]) -> None:

@@ -10,7 +10,10 @@ from typing import Optional
 
 import typer
 
+from postbox.cli.client_options import command_settings, kafka_client_options
 
+
+@kafka_client_options
 def consume(
     app_spec: str = typer.Argument(..., metavar="MODULE:APP", help="e.g. consumers.billing:app (an App or a factory of one)"),
     group: Optional[str] = typer.Option(None, "--group", help="consumer group (POSTBOX_GROUP; default: the App's name)"),
@@ -42,7 +45,7 @@ def consume(
 
     app = load_app(app_spec)
     config = ConsumerConfig.load(
-        app=app,
+        app=app, settings=command_settings(kafka_bootstrap=kafka_bootstrap, redis_url=redis_url),
         group=group, topics=topics, kafka_bootstrap=kafka_bootstrap, redis_url=redis_url,
         batch_size=batch_size, batch_wait_ms=batch_wait_ms, handler_retries=handler_retries,
         backoff_base_ms=backoff_base_ms, backoff_max_ms=backoff_max_ms, marker_ttl=marker_ttl,

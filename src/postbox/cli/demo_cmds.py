@@ -7,7 +7,10 @@ from typing import Optional
 
 import typer
 
+from postbox.cli.client_options import command_settings, current_kafka_options, kafka_client_options
 
+
+@kafka_client_options
 def demo(
     orders: int = typer.Option(3000, "--orders", min=1, help="How many orders the order service places."),
     fail_rate: float = typer.Option(0.10, "--fail-rate", min=0.0, max=1.0, help="Share of orders paid with the declined test card (compensated)."),
@@ -29,7 +32,10 @@ def demo(
     from postbox.demo.runner import DemoConfig, run_demo
 
     stream = sys.stderr if json_output else sys.stdout
+    kafka_config, kafka_set = current_kafka_options()
+    command_settings()  # a bad properties file or -X fails now, not after the stack is up
     config = DemoConfig(
+        kafka_config=kafka_config, kafka_set=kafka_set,
         orders=orders, fail_rate=fail_rate, cancel_rate=cancel_rate, v1_rate=v1_rate, rate=rate, chaos=chaos,
         drain_timeout=timeout, live=False if plain else None, seed=seed, admin_url=admin_url,
     )

@@ -20,6 +20,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from postbox.cli.client_options import command_settings, kafka_client_options
 from postbox.cli.output import console, err_console, print_json
 from postbox.errors import AuditError, PostboxError, UnsafeReplayError
 from postbox.settings import Settings
@@ -50,14 +51,14 @@ def register(app: typer.Typer) -> None:
 
 
 def _settings(**overrides: Optional[str]) -> Settings:
-    return Settings.load(**{k: v for k, v in overrides.items() if v})
+    return command_settings(**overrides)
 
 
 @contextmanager
 def _kafka(settings: Settings) -> Iterator[Any]:
     from postbox.incident.kafka import Kafka
 
-    kafka = Kafka(settings.kafka_bootstrap)
+    kafka = Kafka(settings.kafka_bootstrap, properties=settings.kafka_properties)
     try:
         yield kafka
     finally:
@@ -140,6 +141,7 @@ def _retention(ms: Optional[int]) -> str:
 
 
 # -- topics -----------------------------------------------------------------------------------------
+@kafka_client_options
 def topics(
     all_topics: bool = typer.Option(False, "--all", help="Every topic, not only outbox.event.* and *.dlq."),
     json_output: bool = JsonOpt,
@@ -171,6 +173,7 @@ def topics(
 
 
 # -- tail -------------------------------------------------------------------------------------------
+@kafka_client_options
 def tail(
     topic: str = typer.Argument(..., help="Topic to read, e.g. outbox.event.order or outbox.event.order.dlq."),
     start: Optional[str] = typer.Option(None, "--from", help="beginning | end | last:N | OFFSET | ISO time | duration ago (15m, 2h). Default: beginning, or end with --follow."),
@@ -253,6 +256,7 @@ def _print_record(view: Any) -> None:
 
 
 # -- trace ------------------------------------------------------------------------------------------
+@kafka_client_options
 def trace(
     event_id: str = typer.Argument(..., help="The event id (UUID) from the outbox row or the record's `id` header."),
     topic: Optional[str] = typer.Option(None, "--topic", help="Search this topic (default: from the outbox row, else every outbox topic)."),
@@ -324,6 +328,7 @@ def _print_trace(result: Any) -> None:
 
 
 # -- lag --------------------------------------------------------------------------------------------
+@kafka_client_options
 def lag(
     group: Optional[str] = typer.Argument(None, help="One consumer group (default: every group reading outbox topics)."),
     topic: Optional[str] = typer.Option(None, "--topic", help="Only this topic."),
@@ -377,6 +382,7 @@ def lag(
 
 # -- dlq --------------------------------------------------------------------------------------------
 @dlq_app.command("list")
+@kafka_client_options
 def dlq_list(
     topic: Optional[str] = typer.Option(None, "--topic", help="An origin topic or its .dlq (default: every *.dlq)."),
     event_id: Optional[list[str]] = typer.Option(None, "--event-id", help="Only these events (repeatable)."),
@@ -417,6 +423,7 @@ def dlq_list(
 
 
 @dlq_app.command("show")
+@kafka_client_options
 def dlq_show(
     which: str = typer.Argument(..., help="An event id, or a dead letter's ref TOPIC:PARTITION:OFFSET (from `dlq list`)."),
     topic: Optional[str] = typer.Option(None, "--topic", help="Origin topic or its .dlq to search (default: every *.dlq)."),
@@ -447,6 +454,7 @@ def dlq_show(
 
 
 @dlq_app.command("replay")
+@kafka_client_options
 def dlq_replay(
     topic: Optional[str] = typer.Option(None, "--topic", help="An origin topic or its .dlq (default: every *.dlq)."),
     event_id: Optional[list[str]] = typer.Option(None, "--event-id", help="Replay these events (repeatable)."),
@@ -525,6 +533,7 @@ def dlq_replay(
 
 
 # -- replay (offset reset) ------------------------------------------------------------------------
+@kafka_client_options
 def replay(
     group: str = typer.Option(..., "--group", "-g", help="The consumer group to rewind (must have no members)."),
     to: str = typer.Option(..., "--to", help="earliest | latest | OFFSET | ISO time | duration ago (2h)."),
@@ -631,6 +640,7 @@ def connector_status(
 
 
 @connector_app.command("restart")
+@kafka_client_options
 def connector_restart(
     name: Optional[str] = typer.Option(None, "--name", help="Connector name (default: from the packaged connector template)."),
     wait: float = typer.Option(60.0, "--wait", help="Seconds to wait for RUNNING afterwards (0: do not wait)."),
@@ -669,6 +679,7 @@ def connector_restart(
 
 
 @connector_app.command("apply")
+@kafka_client_options
 def connector_apply(
     file: Optional[Path] = typer.Option(None, "--file", help="Connector JSON (default: the packaged template, postbox/connectors/outbox.json)."),
     yes: bool = YesOpt,
@@ -709,6 +720,7 @@ def connector_apply(
 
 
 # -- doctor --------------------------------------------------------------------------------------------
+@kafka_client_options
 def doctor(
     json_output: bool = JsonOpt,
     kafka_bootstrap: Optional[str] = KafkaOpt,
@@ -720,7 +732,7 @@ def doctor(
     from postbox.incident.kafka import Kafka
 
     settings = _settings(kafka_bootstrap=kafka_bootstrap, redis_url=redis_url, connect_url=connect_url, database_url=database_url)
-    checks = run_checks(settings, _connector_name(None), lambda: Kafka(settings.kafka_bootstrap))
+    checks = run_checks(settings, _connector_name(None), lambda: Kafka(settings.kafka_bootstrap, properties=settings.kafka_properties))
     failed = [c for c in checks if c.status == "fail"]
     if json_output:
         print_json({"ok": not failed, "checks": [c.as_dict() for c in checks]})
@@ -734,6 +746,7 @@ def doctor(
 
 
 # -- audit ----------------------------------------------------------------------------------------------
+@kafka_client_options
 def audit(
     since: Optional[str] = typer.Option(None, "--since", help="Only records from this long ago (e.g. 12h)."),
     command: Optional[str] = typer.Option(None, "--command", help="Only this command (replay, dlq replay, connector restart, ...)."),

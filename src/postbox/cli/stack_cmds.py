@@ -7,6 +7,7 @@ import shlex
 import typer
 from rich.table import Table
 
+from postbox.cli.client_options import command_settings, kafka_client_options
 from postbox.cli.output import console, err_console, print_json
 
 
@@ -99,7 +100,17 @@ def status(json_output: bool = typer.Option(False, "--json", help="Print the sta
     raise typer.Exit(0 if healthy else 1)
 
 
+@kafka_client_options
 def env() -> None:
+    """The local stack's settings as `export` lines; the Kafka client properties in effect
+    (POSTBOX_KAFKA_CONFIG, -X) follow as comments, secrets masked."""
+    from postbox.kafka_config import ENV_VAR, redact
+
     stack = _stack(locate_tools=False)
     for key, value in stack.env().items():
         print(f"export {key}={shlex.quote(value)}")
+    properties = command_settings().kafka_properties
+    if properties.file is not None:
+        print(f"export {ENV_VAR}={shlex.quote(str(properties.file))}")
+    for key, value in redact(properties.values).items():
+        print(f"# kafka property {key}={value}  (from {properties.origin(key)})")

@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from postbox.durations import parse_duration as _parse_duration_text
+from postbox import kafka_config
 from postbox.errors import ConfigError
+from postbox.kafka_config import KafkaProperties
 from postbox.settings import Settings, redact_url
 
 if TYPE_CHECKING:
@@ -80,6 +82,9 @@ class ConsumerConfig:
     schemas_dir: Path | None = None
     #: Kafka client id (default: ``postbox-<group>-<pid>``).
     client_id: str | None = None
+    #: librdkafka properties of the consumer and its dead-letter producer (TLS, SASL...): from
+    #: the settings (``POSTBOX_KAFKA_CONFIG`` file, ``-X``), see :mod:`postbox.kafka_config`.
+    kafka_properties: KafkaProperties = field(default_factory=KafkaProperties)
     #: Where each value came from (``flag``, ``POSTBOX_X``, ``app``, ``default``), for logs.
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
@@ -100,7 +105,7 @@ class ConsumerConfig:
         ``kafka_bootstrap`` and ``redis_url`` override them too).
         """
         env = os.environ if environ is None else environ
-        names = {f.name for f in fields(cls)} - {"sources"}
+        names = {f.name for f in fields(cls)} - {"sources", "kafka_properties"}
         unknown = set(flags) - names
         if unknown:
             raise TypeError(f"unknown consumer setting(s): {', '.join(sorted(unknown))}")
@@ -111,7 +116,7 @@ class ConsumerConfig:
         values: dict[str, Any] = {}
         sources: dict[str, str] = {}
         for f in fields(cls):
-            if f.name == "sources":
+            if f.name in ("sources", "kafka_properties"):
                 continue
             raw, source = None, "default"
             if flags.get(f.name) is not None:
@@ -134,7 +139,7 @@ class ConsumerConfig:
             if required not in values:
                 message, fix = _MISSING[required]
                 raise ConfigError(message, fix=fix)
-        config = cls(**values, sources=sources)
+        config = cls(**values, kafka_properties=settings.kafka_properties, sources=sources)
         config.validate()
         return config
 
@@ -168,6 +173,19 @@ class ConsumerConfig:
         if self.schemas_dir is not None and not Path(self.schemas_dir).is_dir():
             self._fail("schemas_dir", self.schemas_dir, "an existing folder of .avsc files")
         Settings(kafka_bootstrap=self.kafka_bootstrap, redis_url=self.redis_url).validate()
+        self.kafka_client_configs()
+
+    def kafka_client_configs(self, client_id: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The librdkafka configurations of the group consumer and of the dead-letter producer;
+        ConfigError when a user property collides with one postbox owns (checked at load)."""
+        client_id = client_id or self.client_id or f"postbox-{self.group}"
+        consumer = kafka_config.consumer_role(
+            group=self.group, client_id=client_id, auto_offset_reset=self.auto_offset_reset,
+            session_timeout_ms=self.session_timeout_ms, max_poll_interval_ms=self.max_poll_interval_ms,
+        )  # fmt: skip
+        dead_letters = kafka_config.dead_letter_producer_role(client_id=f"{client_id}-dlq", delivery_timeout_ms=15_000)
+        return (kafka_config.build(self.kafka_bootstrap, self.kafka_properties, consumer),
+                kafka_config.build(self.kafka_bootstrap, self.kafka_properties, dead_letters))  # fmt: skip
 
     def source(self, name: str) -> str:
         """Where ``name`` was set: its flag, its variable, ``app`` or ``default``."""
@@ -196,6 +214,8 @@ class ConsumerConfig:
                 value = list(value) if isinstance(value, tuple) else str(value)
             elif f.name == "redis_url":
                 value = redact_url(value)  # logged at start: never the password
+            elif isinstance(value, KafkaProperties):
+                value = value.describe()  # secrets masked
             out[f.name] = value
         return out
 

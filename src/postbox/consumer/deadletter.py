@@ -33,6 +33,9 @@ import redis
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from postbox import kafka_config
+from postbox.kafka_config import KafkaProperties
+
 from postbox.effects import Effects, EffectsEngine
 from postbox.errors import DeadLetterError, TransientEffectError
 
@@ -112,19 +115,16 @@ class DeadLetters:
         delivery_timeout_s: float = 15.0,
         producer: Producer | None = None,
         admin: AdminClient | None = None,
+        properties: KafkaProperties | None = None,
     ) -> None:
         self.group = group
         self.delivery_timeout_s = delivery_timeout_s
-        common = {"bootstrap.servers": bootstrap, "client.id": client_id or f"postbox-dlq-{group}"}
-        self.producer = producer or Producer({
-            **common,
-            "acks": "all",
-            "enable.idempotence": True,
-            "linger.ms": 2,
-            "delivery.timeout.ms": int(delivery_timeout_s * 1000),
-            "request.timeout.ms": min(int(delivery_timeout_s * 1000), 10_000),
-        })
-        self.admin = admin or AdminClient(common)
+        props = properties or KafkaProperties()
+        client_id = client_id or f"postbox-dlq-{group}"
+        role = kafka_config.dead_letter_producer_role(client_id=client_id, delivery_timeout_ms=int(delivery_timeout_s * 1000))
+        self.producer = producer or kafka_config.open_client(Producer, kafka_config.build(bootstrap, props, role), props)
+        admin_conf = kafka_config.build(bootstrap, props, kafka_config.admin_role(client_id))
+        self.admin = admin or kafka_config.open_client(AdminClient, admin_conf, props)
         self._partitions: dict[str, int] = {}
         self._lock = threading.Lock()
 

@@ -40,6 +40,7 @@ from typing import Any
 import redis
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
+from postbox import kafka_config
 from postbox.codec import AvroCodec, EventHeaders, JsonCodec, is_single_object
 from postbox.consumer.app import TOPIC_PREFIX, App, Route
 from postbox.consumer.backoff import Backoff
@@ -163,6 +164,9 @@ class ConsumerRuntime:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._next_lag = 0.0
         self._last_kafka_error = ("", 0.0)
+        #: Set when librdkafka reports a refused login or TLS handshake: the consumer stops.
+        self._login_failure: ConfigError | None = None
+        self._assigned_once = False
         self._m_topic: dict[str, tuple[Any, Any, Any, Any]] = {}
         #: Set once the consumer has subscribed (tests and the bench wait on it).
         self.ready = threading.Event()
@@ -196,8 +200,9 @@ class ConsumerRuntime:
         if cfg.metrics_port:
             self.metrics.serve(cfg.metrics_port, cfg.metrics_host)
             log_event(log, logging.INFO, "metrics endpoint up", url=f"http://{cfg.metrics_host}:{cfg.metrics_port}/metrics")
-        self.dead_letters = DeadLetters(cfg.kafka_bootstrap, cfg.group, client_id=self.client_id + "-dlq")
-        self.consumer = Consumer(self._kafka_config())
+        self.dead_letters = DeadLetters(cfg.kafka_bootstrap, cfg.group, client_id=self.client_id + "-dlq",
+                                        properties=cfg.kafka_properties)  # fmt: skip
+        self.consumer = kafka_config.open_client(Consumer, self._kafka_config(), cfg.kafka_properties)
         self._loop = asyncio.new_event_loop()
         code = EXIT_OK
         try:
@@ -217,8 +222,17 @@ class ConsumerRuntime:
             log_event(log, logging.ERROR, "effects engine error: stopping without committing the batch", error=str(exc))
             code = EXIT_ENGINE_ERROR
         finally:
-            self._shutdown(commit=code == EXIT_OK)
-        return code
+            self._shutdown(commit=code == EXIT_OK and self._login_failure is None)
+        return self._after_login_failure(code)
+
+    def _after_login_failure(self, code: int) -> int:
+        """A refused Kafka login is a configuration error: at start-up (no partition was ever
+        assigned) it is raised for the CLI to print with its fix (exit 1); later it is exit 3."""
+        if self._login_failure is None:
+            return code
+        if not self._assigned_once:
+            raise self._login_failure
+        return EXIT_ENGINE_ERROR
 
     def _shutdown(self, *, commit: bool) -> None:
         if self.consumer is not None:
@@ -252,23 +266,9 @@ class ConsumerRuntime:
         return previous
 
     def _kafka_config(self) -> dict[str, Any]:
-        cfg = self.config
-        return {
-            "bootstrap.servers": cfg.kafka_bootstrap,
-            "group.id": cfg.group,
-            "client.id": self.client_id,
-            "partition.assignment.strategy": "cooperative-sticky",
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "auto.offset.reset": cfg.auto_offset_reset,
-            "session.timeout.ms": cfg.session_timeout_ms,
-            "heartbeat.interval.ms": max(500, cfg.session_timeout_ms // 5),
-            "max.poll.interval.ms": cfg.max_poll_interval_ms,
-            "topic.metadata.refresh.interval.ms": 5000,
-            "on_commit": self._on_commit,
-            "error_cb": self._on_kafka_error,
-            **self.kafka_overrides,
-        }
+        """The group consumer's librdkafka configuration (:mod:`postbox.kafka_config` owns it)."""
+        conf, _ = self.config.kafka_client_configs(self.client_id)
+        return {**conf, "on_commit": self._on_commit, "error_cb": self._on_kafka_error, **self.kafka_overrides}
 
     def _load_codec(self) -> AvroCodec | None:
         from postbox.consumer.reader_schemas import load_reader_codec
@@ -304,6 +304,7 @@ class ConsumerRuntime:
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         consumer.incremental_assign(partitions)
         consumer.resume(partitions)  # a partition paused before it was revoked starts fresh
+        self._assigned_once = True
         for tp in partitions:
             self.states[(tp.topic, tp.partition)] = PartitionState(tp.topic, tp.partition)
         self.metrics.rebalances.labels(self.config.group, "assigned").inc(len(partitions))
@@ -354,6 +355,11 @@ class ConsumerRuntime:
                   error=str(err or failed[0].error), partitions=_show(failed or partitions))
 
     def _on_kafka_error(self, err: KafkaError) -> None:
+        if kafka_config.is_login_failure(err.name(), err.str()):
+            self._login_failure = kafka_config.login_error(self.config.kafka_bootstrap, self.config.kafka_properties, err.str())
+            log_event(log, logging.ERROR, "Kafka refused the login: stopping (a configuration error)", error=self._login_failure.message)
+            self._stop.set()
+            return
         if err.fatal():
             log_event(log, logging.ERROR, "fatal Kafka error", error=str(err))
             self._stop.set()

@@ -65,6 +65,8 @@ class DemoConfig:
     seed: int | None = None
     admin_url: str | None = None
     bring_up: bool | None = None   # None: `postbox up` unless POSTBOX_* point at another stack
+    kafka_config: str | None = None  # librdkafka properties file (--kafka-config), else POSTBOX_KAFKA_CONFIG
+    kafka_set: tuple[str, ...] = ()  # -X key=value over it
 
 
 @dataclass
@@ -128,7 +130,7 @@ class Demo:
         self.redis = redis.Redis.from_url(admin_redis_url())
         from postbox.incident.kafka import Kafka
 
-        self.kafka = Kafka(settings.kafka_bootstrap, timeout=10)
+        self.kafka = Kafka(settings.kafka_bootstrap, timeout=10, properties=settings.kafka_properties)
         lock_conn = psycopg.connect(admin_url, autocommit=True, connect_timeout=10)
         try:
             self._lock(lock_conn, say)
@@ -173,7 +175,7 @@ class Demo:
             except Exception as exc:  # noqa: BLE001
                 raise DemoError("the demo needs an admin connection to create the shop's tables",
                                 fix="pass --admin-url (or POSTBOX_ADMIN_DATABASE_URL) for a superuser or the database owner") from exc
-        return Settings.load(), admin_url
+        return Settings.load(kafka_config=self.cfg.kafka_config, kafka_set=self.cfg.kafka_set), admin_url
 
     def _lock(self, conn: psycopg.Connection[Any], say: Callable[[str], None]) -> None:
         deadline = time.monotonic() + 600
@@ -229,7 +231,7 @@ class Demo:
 
     def _position_groups(self) -> None:
         """Create the topics if missing, and commit each new group at their current end."""
-        from confluent_kafka import Consumer, TopicPartition
+        from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
         from confluent_kafka.admin import NewTopic
 
         missing = [t for t in TOPICS if not self.kafka.topic_exists(t)]
@@ -247,11 +249,9 @@ class Demo:
                        for p, (_low, high) in self.start_ends[t].items() if high > 0]
             if not offsets:
                 continue
-            c = Consumer({"bootstrap.servers": self.settings.kafka_bootstrap, "group.id": group, "enable.auto.commit": False})
-            try:
-                c.commit(offsets=offsets, asynchronous=False)
-            finally:
-                c.close()
+            request = ConsumerGroupTopicPartitions(group, offsets)
+            for fut in self.kafka.admin.alter_consumer_group_offsets([request], request_timeout=15).values():
+                fut.result(timeout=20)
 
     def _ends(self, wait: float = 0.0, previous: dict[str, Any] | None = None) -> dict[str, dict[int, tuple[int, int]]]:
         """Every topic's (low, high) watermarks; a new topic may need a moment to get its leaders."""
@@ -275,7 +275,8 @@ class Demo:
             "POSTBOX_HOME": str(checkout_root()),
         })
         for name in GROUP_APPS:
-            proc = ConsumerProcess(name, self.scope.groups[name], checkout_root(), env, self.log_dir)
+            proc = ConsumerProcess(name, self.scope.groups[name], checkout_root(), env, self.log_dir,
+                                   args=tuple(settings.kafka_args()))  # fmt: skip
             proc.start()
             self.processes[name] = proc
         say(f"consumers: {', '.join(f'{n} (pid {p.pid})' for n, p in self.processes.items())}; logs in {self.log_dir}")

@@ -28,7 +28,9 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec, ResourceType
 
-from postbox.errors import KafkaUnavailableError, UnknownGroupError, UnknownTopicError
+from postbox import kafka_config
+from postbox.errors import KafkaUnavailableError, PostboxError, UnknownGroupError, UnknownTopicError
+from postbox.kafka_config import KafkaProperties, LoginErrors
 
 #: Seconds to wait for any one broker answer (POSTBOX_KAFKA_TIMEOUT overrides).
 DEFAULT_TIMEOUT = 5.0
@@ -56,15 +58,19 @@ def _quiet_logger() -> logging.Logger:
     return logger
 
 
-def client_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
-    """Common librdkafka settings: quiet logs, errors collected instead of printed."""
-    return {
-        "bootstrap.servers": bootstrap,
-        "logger": _quiet_logger(),
-        "error_cb": lambda err: None,
-        "socket.connection.setup.timeout.ms": 5000,
-        **extra,
-    }
+def client_config(
+    bootstrap: str,
+    role: kafka_config.Role,
+    properties: KafkaProperties | None = None,
+    errors: LoginErrors | None = None,
+) -> dict[str, Any]:
+    """A client of the incident commands: the role's configuration (with the user's properties,
+    see :mod:`postbox.kafka_config`), quiet logs, errors collected instead of printed."""
+    quick = kafka_config.Role(role.name, {"socket.connection.setup.timeout.ms": 5000, **role.defaults}, role.owned)
+    return kafka_config.build(
+        bootstrap, properties or KafkaProperties(), quick,
+        logger=_quiet_logger(), error_cb=errors if errors is not None else (lambda err: None),
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -135,8 +141,11 @@ class GroupInfo:
 class Kafka:
     """One cluster connection (admin + an assign-only consumer), opened lazily, closed by close()."""
 
-    def __init__(self, bootstrap: str, timeout: float | None = None) -> None:
+    def __init__(self, bootstrap: str, timeout: float | None = None, properties: KafkaProperties | None = None) -> None:
         self.bootstrap = bootstrap
+        self.properties = properties or KafkaProperties()
+        #: Login/TLS failures librdkafka reported: a timeout after one is a configuration error.
+        self.login_errors = LoginErrors()
         self.timeout = kafka_timeout() if timeout is None else timeout
         self._admin: AdminClient | None = None
         self._consumer: Consumer | None = None
@@ -146,14 +155,22 @@ class Kafka:
     @property
     def admin(self) -> AdminClient:
         if self._admin is None:
-            self._admin = AdminClient(client_config(self.bootstrap))
+            self._admin = kafka_config.open_client(AdminClient, self.client_config(kafka_config.admin_role()), self.properties)
         return self._admin
 
     def consumer(self) -> Consumer:
         """The assign-only reading consumer (no group membership, no commits)."""
         if self._consumer is None:
-            self._consumer = new_reader(self.bootstrap)
+            self._consumer = self.new_reader()
         return self._consumer
+
+    def client_config(self, role: kafka_config.Role) -> dict[str, Any]:
+        """The configuration of one client of ``role`` on this cluster."""
+        return client_config(self.bootstrap, role, self.properties, self.login_errors)
+
+    def new_reader(self) -> Consumer:
+        """A fresh assign-only reader (see :func:`new_reader`) with this cluster's properties."""
+        return new_reader(self.bootstrap, self.properties, self.login_errors)
 
     def close(self) -> None:
         if self._consumer is not None:
@@ -169,9 +186,14 @@ class Kafka:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def unavailable(self, exc: BaseException | str) -> KafkaUnavailableError:
+    def unavailable(self, exc: BaseException | str) -> PostboxError:
+        """The error for a broker that did not answer: a ConfigError naming the listener and the
+        login mechanism when librdkafka saw the login (or TLS handshake) fail, else unreachable."""
+        login = self.login_errors.error(self.bootstrap, self.properties)
+        if login is not None:
+            return login
         detail = exc.args[0] if isinstance(exc, KafkaException) and exc.args else exc
-        text = detail.str() if isinstance(detail, KafkaError) else str(detail)
+        text = self.properties.scrub(detail.str() if isinstance(detail, KafkaError) else str(detail))
         return KafkaUnavailableError(
             f"Kafka at {self.bootstrap} did not answer within {self.timeout:g} s ({text})",
             fix="start it with `postbox up`, or point POSTBOX_KAFKA_BOOTSTRAP / --kafka-bootstrap at a reachable broker",
@@ -377,7 +399,7 @@ class Kafka:
         """One record per (topic, partition) at the given offsets (those that have one)."""
         if not positions:
             return {}
-        consumer = new_reader(self.bootstrap)
+        consumer = self.new_reader()
         out: dict[tuple[str, int], Message] = {}
         try:
             consumer.assign([TopicPartition(t, p, o) for (t, p), o in positions.items()])
@@ -416,7 +438,7 @@ class Kafka:
         if not todo:
             return
         total = min(max_records, sum(e - s for s, e in todo.values()))
-        consumer = new_reader(self.bootstrap)
+        consumer = self.new_reader()
         scanned = 0
         idle_deadline = time.monotonic() + self.timeout + 5
         try:
@@ -463,27 +485,13 @@ class Kafka:
 
     # -- writing ------------------------------------------------------------------------------------
     def producer(self) -> Producer:
-        return Producer(client_config(
-            self.bootstrap,
-            **{
-                "acks": "all",
-                "enable.idempotence": True,
-                "partitioner": "murmur2_random",  # the Java client's default: same key → same partition
-                "message.timeout.ms": int(max(self.timeout, 5) * 1000 * 2),
-            },
-        ))
+        """acks=all, idempotent, and the Java client's partitioner: same key → same partition."""
+        role = kafka_config.writer_role(message_timeout_ms=int(max(self.timeout, 5) * 1000 * 2))
+        return kafka_config.open_client(Producer, self.client_config(role), self.properties)
 
 
-def new_reader(bootstrap: str) -> Consumer:
+def new_reader(bootstrap: str, properties: KafkaProperties | None = None, errors: LoginErrors | None = None) -> Consumer:
     """A consumer for assign()-only reading: a throwaway group id, no commits, EOF events on."""
-    return Consumer(client_config(
-        bootstrap,
-        **{
-            "group.id": f"{CLI_GROUP_PREFIX}{uuid.uuid4().hex[:12]}",
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "enable.partition.eof": True,
-            "auto.offset.reset": "earliest",
-            "isolation.level": "read_committed",
-        },
-    ))
+    role = kafka_config.reader_role(group=f"{CLI_GROUP_PREFIX}{uuid.uuid4().hex[:12]}")
+    props = properties or KafkaProperties()
+    return kafka_config.open_client(Consumer, client_config(bootstrap, role, props, errors), props)

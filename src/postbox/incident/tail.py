@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from confluent_kafka import KafkaError, TopicPartition
 
 from postbox.codec import AvroCodec
-from postbox.incident.kafka import Kafka, new_reader
+from postbox.incident.kafka import Kafka
 from postbox.incident.records import RecordView, field_matches, parse_iso, payload_field, render
 from postbox.incident.redis_state import parse_duration
 
@@ -154,7 +154,7 @@ def follow(
     """Records as they arrive (until ``limit`` matches, ``idle_timeout`` seconds without any, or Ctrl-C)."""
     starts, _ = start_offsets(kafka, topic, partitions, start)
     codec = AvroCodec()
-    consumer = new_reader(kafka.bootstrap)
+    consumer = kafka.new_reader()
     shown = 0
     last = time.monotonic()
     try:
