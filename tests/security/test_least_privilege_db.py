@@ -103,3 +103,32 @@ def test_cdc_role_has_replication_and_reads_the_outbox_only(cdc, private_table):
 def test_cdc_role_cannot_write(cdc, statement):
     with pytest.raises(psycopg.errors.InsufficientPrivilege):
         cdc.execute(statement)
+
+
+def test_app_role_can_insert_returning_the_event_id(app):
+    """#13.2: stock producers write INSERT ... RETURNING id; the app role may read back its id."""
+    event_id = str(uuid.uuid4())
+    row = app.execute(
+        "INSERT INTO postbox.outbox (id, aggregate_type, aggregate_id, event_type, payload) "
+        "VALUES (%s, 'lp', 'a', 'T', 'x') RETURNING id",
+        (event_id,),
+    ).fetchone()
+    assert row is not None and str(row[0]) == event_id
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "INSERT INTO postbox.outbox (id, aggregate_type, aggregate_id, event_type, payload) "
+        "VALUES (gen_random_uuid(), 'lp', 'a', 'T', 'x') RETURNING payload",
+        "INSERT INTO postbox.outbox (id, aggregate_type, aggregate_id, event_type, payload) "
+        "VALUES (gen_random_uuid(), 'lp', 'a', 'T', 'x') RETURNING *",
+        "SELECT id, payload FROM postbox.outbox LIMIT 1",
+        "SELECT aggregate_id, event_type FROM postbox.outbox LIMIT 1",
+        "SELECT * FROM postbox.outbox LIMIT 1",
+    ],
+)
+def test_returning_id_grants_no_read_of_other_columns(app, statement):
+    """#13.2: the id column is readable for RETURNING; payloads and the rest stay refused."""
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        app.execute(statement)

@@ -2,8 +2,13 @@
 -- the maintenance role has nothing of its own (it acts through SET ROLE postbox_owner).
 --
 -- The app's DELETE depends on the retention policy `postbox db init --retention` was given
--- (passed in as the setting postbox.retention): delete-in-transaction needs DELETE plus SELECT on
--- the id column (a DELETE ... WHERE id = ... reads id); partition retention needs neither.
+-- (passed in as the setting postbox.retention): delete-in-transaction needs DELETE; partition
+-- retention does not.
+--
+-- SELECT on the id column alone, whatever the policy: stock producers write
+-- `INSERT ... RETURNING id` (RETURNING needs SELECT on the columns it returns) and a
+-- `DELETE ... WHERE id = ...` reads id. Event ids are UUIDv7 the writer made; the payloads, types
+-- and aggregates of other events stay unreadable (no SELECT on any other column).
 REVOKE ALL ON SCHEMA postbox FROM PUBLIC;
 GRANT USAGE ON SCHEMA postbox TO postbox_app, postbox_cdc, postbox_maint;
 REVOKE ALL ON postbox.outbox FROM PUBLIC;
@@ -15,11 +20,12 @@ DO $$
 BEGIN
     IF coalesce(current_setting('postbox.retention', true), 'partitions') = 'delete' THEN
         GRANT DELETE ON postbox.outbox TO postbox_app;
-        GRANT SELECT (id) ON postbox.outbox TO postbox_app;
     ELSE
         REVOKE DELETE ON postbox.outbox FROM postbox_app;
-        REVOKE SELECT (id) ON postbox.outbox FROM postbox_app;
-        REVOKE SELECT ON postbox.outbox FROM postbox_app;
     END IF;
 END
 $$;
+-- A table-level SELECT (granted by hand, or by an old version) would expose the payloads: revoke
+-- it, which also revokes column grants, then grant exactly the id column.
+REVOKE SELECT ON postbox.outbox FROM postbox_app;
+GRANT SELECT (id) ON postbox.outbox TO postbox_app;
