@@ -18,6 +18,7 @@ import psycopg
 from psycopg import sql
 
 from postbox.errors import ConfigError, PostboxError
+from postbox.outbox.deliverable import CONSTRAINT
 from postbox.outbox.policy import Retention
 from postbox.outbox.retention import DEFAULT_AHEAD, DEFAULT_WIDTH
 
@@ -162,7 +163,17 @@ def _snapshot(conn: psycopg.Connection[Any]) -> dict[str, Any]:
             if (r[0], r[1]) not in table_level  # implied by the table-level grant
         }
         grants = table_level | column_level
-    return {"roles": roles, "kind": kind[0] if kind else None, "pub": pub, "grants": grants}
+    return {"roles": roles, "kind": kind[0] if kind else None, "pub": pub, "grants": grants,
+            "deliverable": _deliverable_state(conn) if kind else None}
+
+
+def _deliverable_state(conn: psycopg.Connection[Any]) -> bool | None:
+    """Whether the outbox_deliverable CHECK exists (None) and is validated (True/False)."""
+    row = conn.execute(
+        "SELECT convalidated FROM pg_constraint WHERE conname = %s AND conrelid = 'postbox.outbox'::regclass",
+        (CONSTRAINT,),
+    ).fetchone()
+    return None if row is None else bool(row[0])
 
 
 def _diff(before: dict[str, Any], after: dict[str, Any], policy: Retention) -> list[str]:
@@ -176,6 +187,11 @@ def _diff(before: dict[str, Any], after: dict[str, Any], policy: Retention) -> l
         lines.append("created publication postbox_outbox (inserts only, via partition root)")
     elif before["pub"] != after["pub"]:
         lines.append("updated publication postbox_outbox to publish inserts only, via partition root")
+    if before["deliverable"] is not True and after["deliverable"] is True:
+        lines.append(f"added CHECK {CONSTRAINT} on postbox.outbox (rows the connector cannot deliver are refused)")
+    elif after["deliverable"] is False:
+        lines.append(f"CHECK {CONSTRAINT} refuses new undeliverable rows but stays NOT VALID: existing rows break it "
+                     "(`postbox doctor` names them; docs/recovery.md)")
     for grantee, privilege in sorted(after["grants"] - before["grants"]):
         lines.append(f"granted {privilege} on postbox.outbox to {grantee}")
     for grantee, privilege in sorted(before["grants"] - after["grants"]):

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from postbox.errors import PostboxError
+from postbox.outbox.deliverable import CONSTRAINT
 from postbox.settings import Settings, redact_url
 
 SLOT = "postbox_outbox"
@@ -82,6 +83,7 @@ def _postgres(settings: Settings) -> list[Check]:
                 fix = "no connector task reads the slot: `postbox connector status`, then `postbox connector restart`"
             out.append(Check("replication slot", status,
                              f"{SLOT}: {'active' if active else 'inactive'}, wal_status {wal_status}, plugin {plugin}, lag {lag:,} bytes", fix))
+        out.append(_deliverable(conn))
         pub = conn.execute(
             "SELECT p.pubinsert, p.pubviaroot, EXISTS (SELECT 1 FROM pg_publication_tables t WHERE t.pubname = p.pubname"
             " AND t.schemaname = 'postbox' AND t.tablename = 'outbox') FROM pg_publication p WHERE p.pubname = %s",
@@ -96,6 +98,29 @@ def _postgres(settings: Settings) -> list[Check]:
                              f" postbox.outbox {'included' if pub[2] else 'MISSING'}",
                              None if ok else "run `postbox db init` (it repairs the publication)"))
     return out
+
+
+def _deliverable(conn: Any) -> Check:
+    """#12.7: no outbox row the connector cannot deliver (it would stop every event behind it)."""
+    name = "deliverable rows"
+    row = conn.execute(
+        "SELECT convalidated FROM pg_constraint WHERE conname = %s AND conrelid = to_regclass('postbox.outbox')",
+        (CONSTRAINT,),
+    ).fetchone()
+    if row is None:
+        return Check(name, "fail", f"postbox.outbox has no CHECK {CONSTRAINT}: other writers can insert rows that stop the connector",
+                     "run `postbox db init` (it adds the constraint, idempotently)")
+    if row[0]:
+        return Check(name, "ok", f"CHECK {CONSTRAINT} validated: every row in postbox.outbox can be delivered")
+    bad = conn.execute("SELECT id, aggregate_type, problem FROM postbox.outbox_undeliverable(20)").fetchall()
+    if not bad:
+        return Check(name, "warn", f"CHECK {CONSTRAINT} is NOT VALID, though no row breaks it now",
+                     "run `postbox db init` to validate it")
+    listed = "; ".join(f"{i} ({t!r}): {p}" for i, t, p in bad[:5])
+    more = f" (and more: {len(bad)} shown of the first 20)" if len(bad) > 5 else ""
+    return Check(name, "fail", f"{len(bad)} row(s) the connector cannot deliver: {listed}{more}",
+                 "a connector task that reaches one fails on every restart: delete these rows and follow "
+                 "docs/recovery.md (skip them in the slot, then republish what is behind them)")
 
 
 def _connect(settings: Settings, name: str) -> list[Check]:

@@ -17,10 +17,12 @@ from typing import Any, Mapping
 from postbox.codec.avro import AvroCodec
 from postbox.codec.json_codec import JsonCodec
 from postbox.errors import PayloadError
+from postbox.outbox.deliverable import aggregate_type_problem, event_type_problem, key_problem
 from postbox.outbox.trace import resolve_traceparent
 from postbox.outbox.uuid7 import uuid7
 from postbox.resources import schemas_dir as resolve_schemas_dir
 from postbox.schemas.repository import SchemaRepository
+from postbox.topics import topic_for
 
 
 def _sql(name: str) -> str:
@@ -63,7 +65,7 @@ class EmittedEvent:
     @property
     def topic(self) -> str:
         """The Kafka topic the Outbox Event Router routes this event to."""
-        return f"outbox.event.{self.aggregate_type}"
+        return topic_for(self.aggregate_type)
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,7 @@ class RowFactory:
                 field="aggregate_id",
                 value=aggregate_id,
             )
+        _require_deliverable(aggregate_type, aggregate_id, event_type)
         if self.encoding == "avro":
             schema = self.codec.schema_for(aggregate_type, event_type, version)
             body = self.codec.encode_with(schema, payload)
@@ -159,3 +162,20 @@ class RowFactory:
             version=event.version,
             traceparent=event.traceparent,
         )
+
+
+def _require_deliverable(aggregate_type: str, aggregate_id: str, event_type: str) -> None:
+    """Refuse a row the connector could never publish (#12.7): it would stop every event behind it."""
+    for field_name, value, problem in (
+        ("aggregate_type", aggregate_type, aggregate_type_problem(aggregate_type)),
+        ("aggregate_id", f"<{len(aggregate_id.encode('utf-8', 'surrogatepass')):,} bytes>", key_problem(aggregate_id)),
+        ("event_type", event_type, event_type_problem(event_type)),
+    ):
+        if problem is not None:
+            raise PayloadError(
+                f"{str(aggregate_type)[:60]}/{str(event_type)[:60]}: {problem}; the connector could never publish this row",
+                event_type=str(event_type),
+                field=field_name,
+                value=value,
+                fix="nothing was written; see docs/writer.md#what-the-connector-can-deliver",
+            )

@@ -1,0 +1,80 @@
+"""What the connector can deliver (#12.7): the rules an outbox row must meet to reach Kafka.
+
+Why: the Debezium task publishes rows in WAL order and has no way to skip one. A row whose
+``aggregate_type`` makes an illegal topic name fails the task ("Error while attempting to describe
+topics 'outbox.event.order items/x'"), a 2 MB ``aggregate_id`` fails it with RecordTooLargeException
+(the key rides in the same produce request as the payload), and a restart re-reads the same row
+and fails again: every event behind it waits, for every aggregate (measured on the local stack).
+So the writer refuses such rows before any SQL, and the database refuses them from any other writer
+with the CHECK constraint ``outbox_deliverable`` (``src/postbox/sql/050_deliverable.sql``, which applies
+exactly these numbers; a test keeps the two in step).
+
+Limits:
+- aggregate type: ``[A-Za-z0-9._-]``, and ``outbox.event.<type>.dlq`` at most 249 characters (the
+  dead-letter topic must be legal too), so at most 232 characters;
+- aggregate id (the Kafka key): 1 to 4,096 UTF-8 bytes. A record is key + payload + headers in one
+  produce request, capped by Connect's ``max.request.size`` (1,048,576) and the broker's
+  ``message.max.bytes`` (1,048,588); the payload may take 1,000,000 bytes, which leaves about 48 KB
+  for the key, the headers and the framing. 4 KiB is far above any real id and keeps that sum safe;
+- event type (a header): 1 to 255 characters; traceparent (a header): at most 512 bytes.
+The payload's own limit lives in ``outbox/rows.py`` (configurable with the broker's limits).
+"""
+
+from __future__ import annotations
+
+import re
+
+from postbox.topics import DLQ_SUFFIX, MAX_TOPIC_NAME, TOPIC_CHARS, TOPIC_PREFIX
+
+MAX_AGGREGATE_TYPE = MAX_TOPIC_NAME - len(TOPIC_PREFIX) - len(DLQ_SUFFIX)
+MAX_KEY_BYTES = 4096
+MAX_EVENT_TYPE = 255
+MAX_TRACEPARENT_BYTES = 512
+#: The database constraint that applies these rules to every writer.
+CONSTRAINT = "outbox_deliverable"
+
+_LEGAL_TYPE = re.compile(f"[{TOPIC_CHARS}]+")
+
+
+def aggregate_type_problem(aggregate_type: object) -> str | None:
+    """Why ``aggregate_type`` cannot name a topic, or None."""
+    if not isinstance(aggregate_type, str) or not aggregate_type:
+        return f"aggregate_type {aggregate_type!r} must be a non-empty string (it names the topic)"
+    if not _LEGAL_TYPE.fullmatch(aggregate_type):
+        bad = sorted({c for c in aggregate_type if not _LEGAL_TYPE.fullmatch(c)})
+        return (f"aggregate_type {_short(aggregate_type)!r} makes topic {TOPIC_PREFIX}{_short(aggregate_type)}, "
+                f"which Kafka refuses: only letters, digits, '.', '_' and '-' are legal (found {''.join(bad)!r})")
+    if len(aggregate_type) > MAX_AGGREGATE_TYPE:
+        return (f"aggregate_type is {len(aggregate_type)} characters: topic {TOPIC_PREFIX}<type>{DLQ_SUFFIX} would pass "
+                f"Kafka's {MAX_TOPIC_NAME}-character limit (at most {MAX_AGGREGATE_TYPE})")
+    return None
+
+
+def key_problem(aggregate_id: str) -> str | None:
+    """Why ``aggregate_id`` cannot be the Kafka key, or None."""
+    size = len(aggregate_id.encode("utf-8", "surrogatepass"))
+    if size == 0:
+        return "aggregate_id must not be empty (it is the Kafka key)"
+    if size > MAX_KEY_BYTES:
+        return (f"aggregate_id is {size:,} bytes, over the {MAX_KEY_BYTES:,}-byte key limit "
+                "(key, payload and headers must fit one Kafka produce request)")
+    return None
+
+
+def event_type_problem(event_type: object) -> str | None:
+    """Why ``event_type`` cannot travel as a header, or None."""
+    if not isinstance(event_type, str) or not event_type:
+        return f"event_type {event_type!r} must be a non-empty string"
+    if len(event_type) > MAX_EVENT_TYPE:
+        return f"event_type is {len(event_type)} characters, over the {MAX_EVENT_TYPE}-character limit"
+    return None
+
+
+def _short(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+__all__ = [
+    "CONSTRAINT", "MAX_AGGREGATE_TYPE", "MAX_EVENT_TYPE", "MAX_KEY_BYTES", "MAX_TRACEPARENT_BYTES",
+    "aggregate_type_problem", "event_type_problem", "key_problem",
+]

@@ -1,0 +1,135 @@
+"""#12.7: rows the connector cannot deliver never enter the outbox, and old ones are named.
+
+Measured on the local stack before the fix (plain SQL inserts, Debezium 3.7, Kafka 4.3): a row with
+aggregate_type ``order items/x`` failed the connector task with "Error while attempting to describe
+topics 'outbox.event.order items/x'"; a row with a 2,000,000-byte aggregate_id failed it with
+RecordTooLargeException (max.request.size 1,048,576). Both times a valid row written right after
+never reached Kafka, and `postbox connector restart` failed again on the same row: one bad row
+stopped every event behind it. So:
+
+- the writer refuses such rows before any SQL (``PayloadError`` naming the field);
+- the CHECK constraint ``outbox_deliverable`` refuses them from any other writer;
+- the limits themselves are deliverable: a row exactly at every limit reaches Kafka;
+- `postbox doctor` names rows that were already in a database before the constraint existed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+
+from postbox.db import init_database
+from postbox.errors import PayloadError
+from postbox.outbox import Outbox
+from postbox.outbox.deliverable import CONSTRAINT, MAX_AGGREGATE_TYPE, MAX_KEY_BYTES
+from postbox.settings import Settings
+from postbox.topics import DLQ_SUFFIX, MAX_TOPIC_NAME, topic_for
+from tests.support.kafka import read_until
+
+pytestmark = pytest.mark.integration
+
+INSERT_ROW = ("INSERT INTO postbox.outbox (id, aggregate_type, aggregate_id, event_type, payload, traceparent) "
+              "VALUES (%s, %s, %s, %s, %s, %s)")
+
+#: (what, aggregate_type, aggregate_id, event_type, the field the writer names)
+UNDELIVERABLE = [
+    ("space and slash in the type", "order items/x", "k-1", "Happened", "aggregate_type"),
+    ("non-ASCII letter in the type", "ordér", "k-1", "Happened", "aggregate_type"),
+    ("type one over the topic limit", "t" * (MAX_AGGREGATE_TYPE + 1), "k-1", "Happened", "aggregate_type"),
+    ("2 MB key", "t12x7", "k" * 2_000_000, "Happened", "aggregate_id"),
+    ("key one byte over, in multi-byte characters", "t12x7", "é" * (MAX_KEY_BYTES // 2) + "k", "Happened", "aggregate_id"),
+    ("empty event type", "t12x7", "k-1", "", "event_type"),
+    ("event type of 256 characters", "t12x7", "k-1", "E" * 256, "event_type"),
+]
+
+
+@pytest.mark.parametrize("what,aggregate_type,aggregate_id,event_type,field", UNDELIVERABLE, ids=[c[0] for c in UNDELIVERABLE])
+def test_the_writer_refuses_what_the_connector_cannot_deliver(
+    pg_conn: psycopg.Connection, admin_conn: psycopg.Connection, unique: str,
+    what: str, aggregate_type: str, aggregate_id: str, event_type: str, field: str,
+) -> None:
+    marker = f"12x7-{unique}"
+    with pytest.raises(PayloadError) as info, pg_conn.transaction():
+        Outbox(encoding="json").emit(pg_conn, aggregate_type, aggregate_id, event_type, {"marker": marker})
+    assert info.value.field == field
+    assert "could never publish" in info.value.message
+    assert admin_conn.execute("SELECT count(*) FROM postbox.outbox WHERE position(%s::bytea IN payload) > 0",
+                              (marker.encode(),)).fetchone()[0] == 0
+
+
+@pytest.mark.parametrize("what,aggregate_type,aggregate_id,event_type,field", UNDELIVERABLE, ids=[c[0] for c in UNDELIVERABLE])
+def test_the_database_refuses_them_from_any_other_writer(
+    pg_conn: psycopg.Connection, what: str, aggregate_type: str, aggregate_id: str, event_type: str, field: str,
+) -> None:
+    with pytest.raises(psycopg.errors.CheckViolation) as info, pg_conn.transaction():
+        pg_conn.execute(INSERT_ROW, (uuid.uuid4(), aggregate_type, aggregate_id, event_type, b"{}", None))
+    assert CONSTRAINT in str(info.value)
+
+
+def test_a_traceparent_header_over_512_bytes_is_refused_by_the_database(pg_conn: psycopg.Connection) -> None:
+    with pytest.raises(psycopg.errors.CheckViolation), pg_conn.transaction():
+        pg_conn.execute(INSERT_ROW, (uuid.uuid4(), "t12x7", "k", "E", b"{}", "0" * 513))
+
+
+def test_a_row_at_every_limit_reaches_kafka(settings: Settings, pg_conn: psycopg.Connection, unique: str) -> None:
+    """The limits are not arbitrary: the longest legal type and the largest key are delivered."""
+    aggregate_type = (f"t12x7-{unique}-" + "x" * MAX_AGGREGATE_TYPE)[:MAX_AGGREGATE_TYPE]
+    assert len(topic_for(aggregate_type) + DLQ_SUFFIX) == MAX_TOPIC_NAME
+    key = "ключ" * (MAX_KEY_BYTES // len("ключ".encode()))
+    key += "k" * (MAX_KEY_BYTES - len(key.encode()))
+    assert len(key.encode()) == MAX_KEY_BYTES
+    with pg_conn.transaction():
+        emitted = Outbox(encoding="json").emit(pg_conn, aggregate_type, key, "E" * 255, {"n": 1})
+    records = read_until(settings.kafka_bootstrap, emitted.topic, lambda rs: any(r.event_id == str(emitted.id) for r in rs), timeout=90)
+    assert [r.key for r in records if r.event_id == str(emitted.id)] == [key.encode()]
+
+
+@pytest.fixture
+def legacy_db(admin_database_url: str, settings: Settings, unique: str) -> Iterator[tuple[str, str, uuid.UUID]]:
+    """A database set up before the constraint existed, holding one undeliverable row; then re-initialised."""
+    name = f"postbox_t12x7{unique}"
+    with psycopg.connect(admin_database_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    admin = make_conninfo(admin_database_url, dbname=name)
+    bad_id = uuid.uuid4()
+    try:
+        init_database(admin, app_password=None, cdc_password=None)
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(sql.SQL("ALTER TABLE postbox.outbox DROP CONSTRAINT {}").format(sql.Identifier(CONSTRAINT)))
+            conn.execute(INSERT_ROW, (bad_id, "order items/x", "k", "Happened", b"{}", None))
+        yield admin, settings.database_url.rsplit("/", 1)[0] + "/" + name, bad_id
+    finally:
+        with psycopg.connect(admin_database_url, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def test_init_on_an_existing_database_keeps_working_and_doctor_names_old_bad_rows(
+    legacy_db: tuple[str, str, uuid.UUID],
+) -> None:
+    admin, app, bad_id = legacy_db
+    lines = init_database(admin, app_password=None, cdc_password=None)
+    assert any("NOT VALID" in line for line in lines), lines
+    with psycopg.connect(admin, autocommit=True) as conn:  # new rows are refused already
+        with pytest.raises(psycopg.errors.CheckViolation):
+            conn.execute(INSERT_ROW, (uuid.uuid4(), "a b", "k", "E", b"{}", None))
+        conn.execute("SET ROLE postbox_owner")  # partitions can still be made while NOT VALID
+        conn.execute("SELECT postbox.outbox_ensure_partitions('1 day', '30 days')").fetchall()
+    env = {**os.environ, "POSTBOX_DATABASE_URL": app}
+    done = subprocess.run([sys.executable, "-m", "postbox", "doctor", "--json"], capture_output=True, text=True, env=env, timeout=120)
+    assert done.stdout.startswith("{"), done.stderr
+    checks = {c["check"]: c for c in json.loads(done.stdout)["checks"]}
+    assert checks["deliverable rows"]["status"] == "fail"
+    assert str(bad_id) in checks["deliverable rows"]["detail"] and "order items/x" in checks["deliverable rows"]["detail"]
+    assert done.returncode == 1
+    with psycopg.connect(admin, autocommit=True) as conn:  # once the row is gone, init validates it
+        conn.execute("DELETE FROM postbox.outbox WHERE id = %s", (bad_id,))
+    assert any(f"added CHECK {CONSTRAINT}" in line for line in init_database(admin, app_password=None, cdc_password=None))
