@@ -196,6 +196,12 @@ class Role:
     owned: Mapping[str, tuple[Any, str]] = field(default_factory=dict)
 
 
+#: The request-size cap of the producers that write records another client made (dead letters,
+#: replays). librdkafka's default (1,000,000 bytes) is below the broker's default
+#: ``message.max.bytes`` (1,048,588), so it refused records the topic takes; the topic's
+#: ``max.message.bytes`` is what decides (#12.4).
+LARGE_RECORD_REQUEST_BYTES = 100 * 1024 * 1024
+
 _NO_COMMIT = "offsets are committed by postbox only after the effects are durable in Redis"
 _NO_LOSS = "a dead letter must survive a broker failure (acks=all, idempotent)"
 _SAME_PARTITION = "replayed records must land in the partition Debezium's Java producer chose for the key"
@@ -231,6 +237,7 @@ def dead_letter_producer_role(*, client_id: str, delivery_timeout_ms: int) -> Ro
         defaults={
             "client.id": client_id,
             "linger.ms": 2,
+            "message.max.bytes": LARGE_RECORD_REQUEST_BYTES,
             "delivery.timeout.ms": delivery_timeout_ms,
             "request.timeout.ms": min(delivery_timeout_ms, 10_000),
         },
@@ -261,7 +268,7 @@ def writer_role(*, message_timeout_ms: int) -> Role:
     """The incident commands' producer (dlq replay, the audit trail)."""
     return Role(
         name="replay producer",
-        defaults={"message.timeout.ms": message_timeout_ms},
+        defaults={"message.timeout.ms": message_timeout_ms, "message.max.bytes": LARGE_RECORD_REQUEST_BYTES},
         owned={
             "acks": ("all", _NO_LOSS),
             "enable.idempotence": (True, _NO_LOSS),

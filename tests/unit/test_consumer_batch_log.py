@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import redis
 
 from postbox.consumer import App, ConsumerConfig, ConsumerRuntime
+from postbox.consumer.blocks import Block, Blocks
 from postbox.consumer.deadletter import Failure
 from postbox.consumer.runtime import PartitionState
 from postbox.consumer.logs import JsonFormatter
@@ -25,7 +26,7 @@ def test_batch_line_counts_applied_duplicates_failed_and_retried(caplog):
     items = [item(0), item(1), item(2, Failure("DecodeError", "bad")), item(3), item(4)]
     results = [SimpleNamespace(applied=True, duplicate=False), SimpleNamespace(applied=False, duplicate=True)]
     with caplog.at_level(logging.DEBUG, logger="postbox.consumer"):
-        runtime._log_batch(items, results, {("t", 0): (3, "connection", "down")})
+        runtime._log_batch(items, results, Blocks({("t", 0): Block(3, "connection", "down")}))
     [record] = [r for r in caplog.records if r.getMessage() == "batch finished"]
     data = json.loads(JsonFormatter().format(record))
     assert (data["records"], data["applied"], data["duplicates"], data["failed"], data["retried"]) == (5, 1, 1, 1, 2)

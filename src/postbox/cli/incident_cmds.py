@@ -449,6 +449,9 @@ def dlq_show(
         console.print(f"[bold]{d.ref}[/]  dead-lettered {d.record.timestamp} by group [bold]{d.group}[/] after {d.attempts} attempt(s)", highlight=False)
         console.print(f"  [red]{escape(str(d.error_class))}[/]: {escape(str(d.error))}", highlight=False)
         console.print(f"  origin {d.origin_topic}[{d.origin_partition}]@{d.origin_offset}, created {d.as_dict()['created_at']}", highlight=False)
+        if d.reference_only:
+            console.print(f"  [yellow]reference-only[/]: the original record ({d.original_bytes or '?'} bytes) was too large for"
+                          f" {d.record.topic} and stays at its origin offset; `postbox dlq replay` reads it from there", highlight=False)
         _print_record(d.record)
     return 0
 

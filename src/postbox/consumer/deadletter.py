@@ -1,16 +1,24 @@
 """Dead letters: ``<origin topic>.dlq`` records and the Redis failure stream.
 
-The DLQ record contract (read by the incident tooling — keep it stable):
+The DLQ record contract (read by the incident tooling — keep it stable; the record itself is
+built in :mod:`postbox.consumer.dlq_record`):
 
 - topic ``<origin topic>.dlq``, created when missing with the origin's partition count (1 if
-  unknown) and replica count; a record goes to the origin's partition number when the DLQ has it;
+  unknown) and replica count, and a ``max.message.bytes`` of the origin's plus
+  :data:`DLQ_HEADROOM_BYTES` (so whatever the origin took fits with the dead-letter headers); a
+  record goes to the origin's partition number when the DLQ has it;
 - key and value: the original bytes, unchanged (``None`` stays ``None``);
 - headers: every original header, in order, then ``postbox.error`` (one line),
   ``postbox.error.class`` (``DecodeError``, ``UnknownEventType``, ``HandlerError:ValueError``,
   ``InvalidEffectError``, ``EffectFailed:WRONGTYPE``, ...), ``postbox.error.kind`` (``permanent``),
   ``postbox.origin.topic``, ``postbox.origin.partition``, ``postbox.origin.offset``,
   ``postbox.attempts``, ``postbox.group`` and ``postbox.failed_at`` (ISO-8601 UTC), all UTF-8. An
-  original header with one of these names (a record replayed from a DLQ) is replaced, not repeated.
+  original header with one of these names (a record replayed from a DLQ) is replaced, not repeated;
+- a record too large for the dead-letter topic (its ``max.message.bytes``, known before sending,
+  or a broker refusal with MSG_SIZE_TOO_LARGE) is dead-lettered **reference-only**: no value, the
+  router's metadata headers, ``postbox.reference-only: true`` and ``postbox.original.bytes``; the
+  origin headers say where the original bytes are. A failed record never blocks its partition
+  because of its size.
 
 The produce is acknowledged (``acks=all``, idempotent producer, delivery report checked after a
 flush) before the origin offset is committed; an unacknowledged produce is a transient failure.
@@ -25,86 +33,68 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Any
 
 import redis
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
 from postbox import kafka_config
+from postbox.consumer.dlq_record import (  # noqa: F401 - the contract's names, re-exported
+    DLQ_HEADERS,
+    DLQ_SUFFIX,
+    H_ATTEMPTS,
+    H_CLASS,
+    H_ERROR,
+    H_FAILED_AT,
+    H_GROUP,
+    H_KIND,
+    H_OFFSET,
+    H_ORIGINAL_BYTES,
+    H_PARTITION,
+    H_REFERENCE_ONLY,
+    H_TOPIC,
+    MAX_ERROR_CHARS,
+    DeadLetterRecord,
+    Failure,
+    Origin,
+    dlq_headers,
+    dlq_topic,
+    letter_for,
+    one_line,
+    reference_letter,
+)
 from postbox.kafka_config import KafkaProperties
-
 from postbox.effects import Effects, EffectsEngine
 from postbox.errors import DeadLetterError, TransientEffectError
 
 log = logging.getLogger("postbox.consumer.dlq")
 
-DLQ_SUFFIX = ".dlq"
-H_ERROR = "postbox.error"
-H_CLASS = "postbox.error.class"
-H_KIND = "postbox.error.kind"
-H_TOPIC = "postbox.origin.topic"
-H_PARTITION = "postbox.origin.partition"
-H_OFFSET = "postbox.origin.offset"
-H_ATTEMPTS = "postbox.attempts"
-H_GROUP = "postbox.group"
-H_FAILED_AT = "postbox.failed_at"
-DLQ_HEADERS = (H_ERROR, H_CLASS, H_KIND, H_TOPIC, H_PARTITION, H_OFFSET, H_ATTEMPTS, H_GROUP, H_FAILED_AT)
-MAX_ERROR_CHARS = 2000
+#: Kafka's broker default ``message.max.bytes`` (used when a topic's limit cannot be read).
+BROKER_DEFAULT_MAX_MESSAGE_BYTES = 1_048_588
+#: What a dead-letter topic takes beyond its origin's limit: room for the ``postbox.*`` headers.
+DLQ_HEADROOM_BYTES = 64 * 1024
+_TOO_LARGE = (KafkaError.MSG_SIZE_TOO_LARGE,)
 
 
 @dataclass(frozen=True, slots=True)
-class Failure:
-    """Why one record is dead-lettered."""
+class DlqTopic:
+    """A dead-letter topic as the producer needs it: its partition count and record size limit."""
 
-    error_class: str
-    error: str
-    attempts: int = 1
-    #: The engine's script already wrote the failure-stream record (effect failures).
-    recorded: bool = False
-    kind: str = "permanent"
-
-
-def dlq_topic(origin: str) -> str:
-    return origin + DLQ_SUFFIX
-
-
-def one_line(text: str, limit: int = MAX_ERROR_CHARS) -> str:
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
-
-
-def dlq_headers(
-    original: Sequence[tuple[str, bytes | None]] | None,
-    failure: Failure,
-    *,
-    topic: str,
-    partition: int,
-    offset: int,
-    group: str,
-    failed_at: datetime | None = None,
-) -> list[tuple[str, bytes | None]]:
-    """The DLQ record's headers: the original ones (ours replaced), then the ``postbox.*`` ones."""
-    when = (failed_at or datetime.now(timezone.utc)).astimezone(timezone.utc)
-    ours = {
-        H_ERROR: one_line(failure.error),
-        H_CLASS: failure.error_class,
-        H_KIND: failure.kind,
-        H_TOPIC: topic,
-        H_PARTITION: str(partition),
-        H_OFFSET: str(offset),
-        H_ATTEMPTS: str(failure.attempts),
-        H_GROUP: group,
-        H_FAILED_AT: when.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-    }
-    kept = [(k, v) for k, v in (original or []) if k not in ours]
-    return kept + [(k, v.encode("utf-8")) for k, v in ours.items()]
+    name: str
+    partitions: int
+    max_bytes: int
 
 
 class DeadLetters:
-    """Writes DLQ records (acknowledged) and failure-stream entries for one consumer group."""
+    """Writes DLQ records (acknowledged) and failure-stream entries for one consumer group.
+
+    ``properties``: the user's Kafka client properties (TLS, SASL...), as the consumer's; the
+    clients are built by :mod:`postbox.kafka_config` (the dead-letter producer role).
+    """
 
     def __init__(
         self,
@@ -125,83 +115,130 @@ class DeadLetters:
         self.producer = producer or kafka_config.open_client(Producer, kafka_config.build(bootstrap, props, role), props)
         admin_conf = kafka_config.build(bootstrap, props, kafka_config.admin_role(client_id))
         self.admin = admin or kafka_config.open_client(AdminClient, admin_conf, props)
-        self._partitions: dict[str, int] = {}
+        self._topics: dict[str, DlqTopic] = {}
         self._lock = threading.Lock()
 
     # -- topics --------------------------------------------------------------------------------
 
-    def ensure_topic(self, origin: str) -> int:
-        """Create ``<origin>.dlq`` if missing (origin's partition and replica counts); return its
-        partition count. Raises :class:`DeadLetterError` (transient) when Kafka cannot say."""
+    def ensure_topic(self, origin: str) -> DlqTopic:
+        """``<origin>.dlq``, created if missing (origin's partition and replica counts, origin's
+        record limit plus headroom), with its partition count and ``max.message.bytes``.
+        Raises :class:`DeadLetterError` (transient) when Kafka cannot say."""
         name = dlq_topic(origin)
-        cached = self._partitions.get(name)
+        cached = self._topics.get(name)
         if cached is not None:
             return cached
         with self._lock:
             try:
                 meta = self.admin.list_topics(timeout=10)
                 if name not in meta.topics or meta.topics[name].error is not None:
-                    origin_meta = meta.topics.get(origin)
-                    partitions, replicas = 1, 1
-                    if origin_meta is not None and origin_meta.error is None and origin_meta.partitions:
-                        partitions = len(origin_meta.partitions)
-                        replicas = max(1, len(next(iter(origin_meta.partitions.values())).replicas))
-                    future = self.admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=replicas)])[name]
-                    try:
-                        future.result(timeout=15)
-                        log.info("created dead-letter topic %s (%d partitions)", name, partitions)
-                    except KafkaException as exc:
-                        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                            raise
+                    self._create(name, origin, meta)
                     meta = self.admin.list_topics(topic=name, timeout=10)
                 topic_meta = meta.topics.get(name)
                 count = len(topic_meta.partitions) if topic_meta is not None and topic_meta.partitions else 0
+                limit = self._max_message_bytes(name)
             except KafkaException as exc:
                 raise DeadLetterError(f"cannot create or describe dead-letter topic {name}: {exc}") from exc
             except Exception as exc:  # concurrent.futures.TimeoutError and friends
                 raise DeadLetterError(f"cannot create or describe dead-letter topic {name}: {type(exc).__name__}: {exc}") from exc
             if count < 1:
                 raise DeadLetterError(f"dead-letter topic {name} has no partitions in the metadata yet")
-            self._partitions[name] = count
-            return count
+            topic = self._topics[name] = DlqTopic(name, count, limit)
+            return topic
+
+    def _create(self, name: str, origin: str, meta: Any) -> None:
+        origin_meta = meta.topics.get(origin)
+        partitions, replicas = 1, 1
+        if origin_meta is not None and origin_meta.error is None and origin_meta.partitions:
+            partitions = len(origin_meta.partitions)
+            replicas = max(1, len(next(iter(origin_meta.partitions.values())).replicas))
+        limit = self._max_message_bytes(origin) + DLQ_HEADROOM_BYTES
+        new = NewTopic(name, num_partitions=partitions, replication_factor=replicas, config={"max.message.bytes": str(limit)})
+        try:
+            self.admin.create_topics([new])[name].result(timeout=15)
+            log.info("created dead-letter topic %s (%d partitions, max.message.bytes %d)", name, partitions, limit)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
+
+    def _max_message_bytes(self, topic: str) -> int:
+        """The topic's ``max.message.bytes`` (its own or the broker's default)."""
+        resource = ConfigResource(ResourceType.TOPIC, topic)
+        try:
+            entries = self.admin.describe_configs([resource])[resource].result(timeout=10)
+            return int(entries["max.message.bytes"].value)
+        except KafkaException as exc:
+            if exc.args and isinstance(exc.args[0], KafkaError) and exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                return BROKER_DEFAULT_MAX_MESSAGE_BYTES
+            raise
+        except (KeyError, ValueError, TypeError):
+            return BROKER_DEFAULT_MAX_MESSAGE_BYTES
 
     # -- records -------------------------------------------------------------------------------
 
-    def send(self, items: Sequence[tuple[Message, Failure]]) -> list[str | None]:
+    def send(self, items: Sequence[tuple[Origin, Failure]]) -> list[str | None]:
         """Produce one DLQ record per item and wait for every acknowledgement.
 
         Returns, per item, ``None`` when Kafka acknowledged it, else the error text (the caller
-        must not commit past that record and retries it later).
+        must not commit past that record and retries it later). A record the broker refuses as
+        too large is sent again reference-only (see :mod:`postbox.consumer.dlq_record`).
         """
-        outcome: list[str | None] = ["not acknowledged within the delivery timeout"] * len(items)
         failed_at = datetime.now(timezone.utc)
-        for index, (msg, failure) in enumerate(items):
-            topic = msg.topic()
+        outcome: list[str | None] = ["not acknowledged within the delivery timeout"] * len(items)
+        letters: dict[int, tuple[DeadLetterRecord, DlqTopic]] = {}
+        for index, (origin, failure) in enumerate(items):
             try:
-                partitions = self.ensure_topic(topic)
+                topic = self.ensure_topic(origin.topic)
             except DeadLetterError as exc:
                 outcome[index] = str(exc)
                 continue
+            letters[index] = (letter_for(origin, failure, group=self.group, limit=topic.max_bytes, failed_at=failed_at), topic)
+        too_large = self._produce(letters, items, outcome)
+        if too_large:
+            smaller = {
+                i: (reference_letter(items[i][0], items[i][1], group=self.group, failed_at=failed_at, limit=letters[i][1].max_bytes), letters[i][1])
+                for i in too_large
+            }
+            for i, (letter, _topic) in smaller.items():
+                log.warning("dead letter of %s refused as too large (%d bytes); sending it reference-only",
+                            items[i][0].where, letters[i][0].size)
+            self._produce(smaller, items, outcome)
+        for index, error in enumerate(outcome):
+            if error is not None:  # read the topic's limits again next time (an operator may fix them)
+                self._topics.pop(dlq_topic(items[index][0].topic), None)
+        return outcome
 
-            def report(err: KafkaError | None, _msg: Message, index: int = index) -> None:
-                outcome[index] = None if err is None else f"DLQ produce failed: {err}"
+    def _produce(
+        self,
+        letters: Mapping[int, tuple[DeadLetterRecord, DlqTopic]],
+        items: Sequence[tuple[Origin, Failure]],
+        outcome: list[str | None],
+    ) -> list[int]:
+        """Produce ``letters`` and flush; fill ``outcome``; return the indexes refused as too
+        large (full form only: a reference-only letter that is refused stays an error)."""
+        too_large: list[int] = []
+        for index, (letter, topic) in letters.items():
+            origin = items[index][0]
 
-            headers = dlq_headers(
-                msg.headers(), failure, topic=topic, partition=msg.partition(), offset=msg.offset(),
-                group=self.group, failed_at=failed_at,
-            )
-            kwargs = {"partition": msg.partition()} if msg.partition() < partitions else {}
+            def report(err: KafkaError | None, _msg: Message, index: int = index, letter: DeadLetterRecord = letter) -> None:
+                if err is not None and err.code() in _TOO_LARGE and not letter.reference_only:
+                    too_large.append(index)
+                outcome[index] = None if err is None else f"DLQ produce failed: {err}" + _size_hint(letter, topic, err)
+
+            kwargs = {"partition": origin.partition} if origin.partition < topic.partitions else {}
+            outcome[index] = "not acknowledged within the delivery timeout"
             try:
-                self.producer.produce(
-                    dlq_topic(topic), value=msg.value(), key=msg.key(), headers=headers, on_delivery=report, **kwargs
-                )
+                self.producer.produce(letter.topic, value=letter.value, key=letter.key, headers=letter.headers, on_delivery=report, **kwargs)
             except (BufferError, KafkaException) as exc:
+                error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+                if isinstance(error, KafkaError) and error.code() in _TOO_LARGE and not letter.reference_only:
+                    too_large.append(index)
                 outcome[index] = f"DLQ produce refused: {exc}"
             self.producer.poll(0)
         self.producer.flush(self.delivery_timeout_s)
-        return outcome
+        return too_large
 
-    def record(self, engine: EffectsEngine, entries: Sequence[tuple[Message, str | None, Failure]]) -> None:
+    def record(self, engine: EffectsEngine, entries: Sequence[tuple[Origin, str | None, Failure]]) -> None:
         """XADD failure-stream entries for failures the engine did not record itself.
 
         Raises :class:`TransientEffectError` when Redis cannot be reached (retry later).
@@ -210,17 +247,17 @@ class DeadLetters:
         if not todo:
             return
         pipe = engine.client.pipeline(transaction=False)
-        for msg, event_id, failure in todo:
-            anchor_id = event_id or f"{msg.topic()}:{msg.partition()}:{msg.offset()}"
+        for origin, event_id, failure in todo:
+            anchor_id = event_id or f"{origin.topic}:{origin.partition}:{origin.offset}"
             key = engine.failures_key(anchor_id, Effects())
             pipe.xadd(
                 key,
                 {
                     "event_id": event_id or "",
                     "group": self.group,
-                    "topic": msg.topic(),
-                    "partition": str(msg.partition()),
-                    "offset": str(msg.offset()),
+                    "topic": origin.topic,
+                    "partition": str(origin.partition),
+                    "offset": str(origin.offset),
                     "error_class": failure.error_class,
                     "error": one_line(failure.error),
                 },
@@ -240,3 +277,10 @@ class DeadLetters:
 
     def close(self, timeout: float = 10.0) -> None:
         self.producer.flush(timeout)
+
+
+def _size_hint(letter: DeadLetterRecord, topic: DlqTopic, err: KafkaError) -> str:
+    if err.code() not in _TOO_LARGE:
+        return ""
+    return (f" (a reference-only dead letter of ~{letter.size:,} bytes does not fit {topic.name}, which takes"
+            f" {topic.max_bytes:,}: raise its max.message.bytes)")

@@ -8,11 +8,14 @@ One thread, one ``confluent_kafka.Consumer`` (cooperative-sticky, manual offsets
    routed; its handler fills a fresh :class:`~postbox.effects.Effects`. Async handlers of one batch
    run concurrently on one event loop. A raising handler is retried in place
    (``handler_retries``), each attempt with a fresh ``Effects``.
-3. One ``engine.apply`` for all events of the batch (the engine packs them into script calls of
-   128), then ``engine.durability()`` must hold (``require_durable``).
-4. Permanent failures (decode, unknown type, handler, failed effect) go to the failure stream and
-   ``<topic>.dlq``; the DLQ produce is acknowledged before anything is committed.
-5. Per partition, the offset after the last finished record is committed (asynchronously; the
+3. Failures known before the apply (decode, unknown type, handler) go to the failure stream and
+   ``<topic>.dlq`` (acknowledged); a partition whose dead letter is not acknowledged is blocked
+   at that record, and nothing after it is applied (order per aggregate).
+4. One ``engine.apply`` for the other events of the batch (the engine packs them into script calls
+   of 128), then ``engine.durability()`` must hold (``require_durable``).
+5. Effect failures are dead-lettered the same way; one whose dead letter is not acknowledged keeps
+   its verdict (``PartitionState.owed``): the retry only writes the dead letter.
+6. Per partition, the offset after the last finished record is committed (asynchronously; the
    revoke callback and shutdown commit synchronously).
 
 Transient failures (Redis refused or unreachable, durability not confirmed, DLQ produce not
@@ -33,7 +36,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -44,8 +47,9 @@ from postbox import kafka_config
 from postbox.codec import AvroCodec, EventHeaders, JsonCodec, is_single_object
 from postbox.consumer.app import TOPIC_PREFIX, App, Route
 from postbox.consumer.backoff import Backoff
+from postbox.consumer.blocks import Blocks
 from postbox.consumer.config import ConsumerConfig
-from postbox.consumer.deadletter import DeadLetters, Failure, one_line
+from postbox.consumer.deadletter import DeadLetters, Failure, Origin, one_line
 from postbox.consumer.logs import log_event
 from postbox.consumer.metrics import Metrics
 from postbox.effects import ApplyResult, Effects, EffectsEngine
@@ -100,6 +104,10 @@ class PartitionState:
     #: Consecutive transient failures (backoff exponent); 0 after a finished batch.
     failures: int = 0
     last_error: str = ""
+    #: Records whose effect failed after later records of the partition were applied and whose
+    #: dead letter is not acknowledged yet: offset → verdict, dead-lettered on the retry without
+    #: being run again (so they never take effect after their successors).
+    owed: dict[int, Failure] = field(default_factory=dict)
 
     @property
     def paused(self) -> bool:
@@ -373,6 +381,33 @@ class ConsumerRuntime:
     # -- the batch ---------------------------------------------------------------------------------
 
     def _process(self, messages: list[Message]) -> None:
+        items = self._take(messages)
+        if not items:
+            return
+        blocks = Blocks()
+        # 1. decode and route (a record whose dead letter is still owed keeps its verdict)
+        for item in items:
+            owed = self._owed(item)
+            if owed is not None:
+                item.failure = owed
+            else:
+                self._prepare(item)
+        # 2. handlers (sync in order; async of the whole batch concurrently)
+        self._run_handlers(items, blocks)
+        # 3. failures known before the apply are dead-lettered (acknowledged) first: a partition
+        #    whose dead letter is not acknowledged is blocked there, so nothing after it applies.
+        self._dead_letter([i for i in items if _is_permanent(i)], blocks)
+        # 4. one apply for the batch; 5. effect failures dead-lettered (their verdict is kept)
+        to_apply = [i for i in items if i.fx is not None and i.failure is None and not blocks.covers(i.tp, i.offset)]
+        results = self._apply(items, to_apply, blocks)
+        self._dead_letter([i for i in to_apply if _is_permanent(i)], blocks, owe=True)
+        # 6. what is finished per partition; back off the blocked ones
+        if log.isEnabledFor(logging.DEBUG):
+            self._log_batch(items, results, blocks)
+        self._finish(items, blocks)
+
+    def _take(self, messages: list[Message]) -> list[_Item]:
+        """The batch's records of partitions that are assigned and not waiting out a backoff."""
         items: list[_Item] = []
         for msg in messages:
             err = msg.error()
@@ -383,92 +418,87 @@ class ConsumerRuntime:
             if state is None or state.resume_at is not None:
                 continue  # revoked, or waiting out a backoff: fetched again after the seek
             items.append(_Item(msg))
-        if not items:
-            return
-        self.metrics.batch_size.labels(self.config.group).observe(len(items))
-        for item in items:
-            self._topic_metrics(item.tp[0])[0].inc()
+        if items:
+            self.metrics.batch_size.labels(self.config.group).observe(len(items))
+            for item in items:
+                self._topic_metrics(item.tp[0])[0].inc()
+        return items
 
-        #: Per partition: the first offset that must not be committed (transient failure).
-        blocked: dict[tuple[str, int], tuple[int, str, str]] = {}
+    def _owed(self, item: _Item) -> Failure | None:
+        state = self.states.get(item.tp)
+        return state.owed.get(item.offset) if state is not None else None
 
-        def block(tp: tuple[str, int], offset: int, reason: str, error: str) -> None:
-            if tp not in blocked or offset < blocked[tp][0]:
-                blocked[tp] = (offset, reason, error)
-
-        def is_blocked(item: _Item) -> bool:
-            b = blocked.get(item.tp)
-            return b is not None and item.offset >= b[0]
-
-        # 1. decode and route
-        for item in items:
-            self._prepare(item)
-
-        # 2. handlers (sync in order; async of the whole batch concurrently)
+    def _run_handlers(self, items: list[_Item], blocks: Blocks) -> None:
         pending: list[_Item] = []
         for item in items:
-            if item.route is None or is_blocked(item):
+            if item.route is None or item.failure is not None or blocks.covers(item.tp, item.offset):
                 continue
             if item.route.is_async:
                 pending.append(item)
                 continue
             self._run_sync(item)
-            if item.failure is not None and item.failure.kind == "transient":
-                block(item.tp, item.offset, "handler", item.failure.error)
+            _block_transient(item, blocks)
         if pending:
             assert self._loop is not None
             self._loop.run_until_complete(self._gather(pending))
             for item in pending:
-                if item.failure is not None and item.failure.kind == "transient":
-                    block(item.tp, item.offset, "handler", item.failure.error)
+                _block_transient(item, blocks)
 
-        # 3. one apply for the batch
-        to_apply = [i for i in items if i.fx is not None and i.failure is None and not is_blocked(i)]
-        if to_apply:
-            started = time.perf_counter()
+    def _apply(self, items: list[_Item], to_apply: list[_Item], blocks: Blocks) -> "list[ApplyResult]":
+        """One engine.apply for ``to_apply``; a transient failure blocks each partition at its
+        first record applied here (failures before it are already dead-lettered)."""
+        if not to_apply:
+            return []
+        started = time.perf_counter()
+        try:
             try:
-                try:
-                    results = self.engine.apply([(i.event.id, i.fx) for i in to_apply])  # type: ignore[union-attr]
-                    durability = self.engine.durability()
-                except (redis.ConnectionError, redis.TimeoutError) as exc:
-                    raise TransientEffectError(f"Redis unreachable: {exc}", reason="connection") from exc
-                if not durability.durable and self.config.require_durable:
-                    raise TransientEffectError(f"Redis is {durability}", reason="not-durable")
-            except TransientEffectError as exc:
-                first: dict[tuple[str, int], int] = {}
-                for item in to_apply:
-                    first.setdefault(item.tp, item.offset)
-                for tp in first:
-                    # Everything of these partitions in this batch is unfinished from its first
-                    # record on (earlier failures included: nothing of them is committed either).
-                    batch_first = min(i.offset for i in items if i.tp == tp)
-                    block(tp, batch_first, exc.reason, str(exc))
-                results = None
+                results = self.engine.apply([(i.event.id, i.fx) for i in to_apply])  # type: ignore[union-attr]
+                durability = self.engine.durability()
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                raise TransientEffectError(f"Redis unreachable: {exc}", reason="connection") from exc
+            if not durability.durable and self.config.require_durable:
+                raise TransientEffectError(f"Redis is {durability}", reason="not-durable")
+        except TransientEffectError as exc:
+            for item in to_apply:
+                blocks.block(item.tp, item.offset, exc.reason, str(exc))
+            return []
+        self.metrics.apply_seconds.labels(self.config.group).observe(time.perf_counter() - started)
+        self._account(to_apply, results)
+        return results
+
+    def _dead_letter(self, failed: list[_Item], blocks: Blocks, *, owe: bool = False) -> None:
+        """Failure stream, then ``<topic>.dlq`` (acknowledged). A record whose dead letter is not
+        written blocks its partition there; with ``owe`` (effect failures: records after it are
+        already applied) its verdict is kept, so the retry dead-letters it without running it
+        again — it can never take effect after a later event of its aggregate."""
+        failed = [i for i in failed if not blocks.covers(i.tp, i.offset)]
+        if not failed:
+            return
+        assert self.dead_letters is not None
+        try:
+            self.dead_letters.record(self.engine, [(Origin.of(i.msg), i.event.id if i.event else _header_id(i.msg), i.failure) for i in failed])  # type: ignore[misc]
+        except TransientEffectError as exc:
+            for item in failed:
+                self._owe(item, owe)
+                blocks.block(item.tp, item.offset, exc.reason, str(exc))
+            return
+        outcome = self.dead_letters.send([(Origin.of(i.msg), i.failure) for i in failed])  # type: ignore[misc]
+        for item, error in zip(failed, outcome):
+            state = self.states.get(item.tp)
+            if error is None:
+                self._dead_lettered(item)
+                if state is not None:
+                    state.owed.pop(item.offset, None)
             else:
-                self.metrics.apply_seconds.labels(self.config.group).observe(time.perf_counter() - started)
-                self._account(to_apply, results)
+                self._owe(item, owe)
+                blocks.block(item.tp, item.offset, "dlq", error)
 
-        # 4. permanent failures: failure stream, then DLQ (acknowledged) — before any commit
-        failed = [i for i in items if i.failure is not None and i.failure.kind == "permanent" and not is_blocked(i)]
-        if failed:
-            assert self.dead_letters is not None
-            try:
-                self.dead_letters.record(self.engine, [(i.msg, i.event.id if i.event else _header_id(i.msg), i.failure) for i in failed])  # type: ignore[misc]
-            except TransientEffectError as exc:
-                for item in failed:
-                    block(item.tp, item.offset, exc.reason, str(exc))
-                failed = [i for i in failed if not is_blocked(i)]
-            if failed:
-                outcome = self.dead_letters.send([(i.msg, i.failure) for i in failed])  # type: ignore[misc]
-                for item, error in zip(failed, outcome):
-                    if error is None:
-                        self._dead_lettered(item)
-                    else:
-                        block(item.tp, item.offset, "dlq", error)
+    def _owe(self, item: _Item, owe: bool) -> None:
+        state = self.states.get(item.tp)
+        if owe and state is not None and item.failure is not None:
+            state.owed[item.offset] = replace(item.failure, recorded=True)
 
-        # 5. what is finished per partition; back off the blocked ones
-        if log.isEnabledFor(logging.DEBUG):
-            self._log_batch(items, results if to_apply else [], blocked)
+    def _finish(self, items: list[_Item], blocks: Blocks) -> None:
         last: dict[tuple[str, int], int] = {}
         for item in items:
             last[item.tp] = item.offset
@@ -476,28 +506,27 @@ class ConsumerRuntime:
             state = self.states.get(tp)
             if state is None:
                 continue
-            if tp in blocked:
-                at, reason, error = blocked[tp]
-                state.done = at if state.done is None or at > state.done else state.done
-                self._pause(state, at, reason, error)
+            block = blocks.get(tp)
+            if block is not None:
+                state.done = block.offset if state.done is None or block.offset > state.done else state.done
+                self._pause(state, block.offset, block.reason, block.error)
             else:
                 state.done = offset + 1
                 state.failures = 0
 
-    def _log_batch(self, items: list[_Item], results: "list[ApplyResult] | None", blocked: dict) -> None:
+    def _log_batch(self, items: list[_Item], results: "list[ApplyResult]", blocks: Blocks) -> None:
         """One DEBUG line per batch with its outcome counts, before its offsets are committed.
 
         Metrics die with a SIGKILLed process; these lines stay in its log, so the fault suite can
         sum, across every process of a run, how many records were seen, applied, and absorbed as
         duplicates by the dedupe marker (``retried``: records left for a transient retry)."""
-        results = results or []
         log_event(
             log, logging.DEBUG, "batch finished",
             records=len(items),
             applied=sum(1 for r in results if r.applied),
             duplicates=sum(1 for r in results if r.duplicate),
             failed=sum(1 for i in items if i.failure is not None and i.failure.kind == "permanent"),
-            retried=sum(1 for i in items if i.tp in blocked and i.offset >= blocked[i.tp][0]),
+            retried=sum(1 for i in items if blocks.covers(i.tp, i.offset)),
             partitions=",".join(f"{t}[{p}]" for t, p in sorted({i.tp for i in items})),
         )
 
@@ -779,6 +808,15 @@ async def _await(awaitable: Any) -> Any:
 
 def _show(partitions: Iterable[TopicPartition]) -> str:
     return ",".join(f"{tp.topic}[{tp.partition}]" + (f"@{tp.offset}" if tp.offset >= 0 else "") for tp in partitions)
+
+
+def _is_permanent(item: _Item) -> bool:
+    return item.failure is not None and item.failure.kind == "permanent"
+
+
+def _block_transient(item: _Item, blocks: Blocks) -> None:
+    if item.failure is not None and item.failure.kind == "transient":
+        blocks.block(item.tp, item.offset, "handler", item.failure.error)
 
 
 def _where(item: _Item) -> dict[str, Any]:

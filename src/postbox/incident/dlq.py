@@ -12,6 +12,11 @@ marker still exists. Markers expire after the marker TTL (8 days by default), co
 the group applied the event, which is no earlier than the event's creation. So an event created
 less than ``TTL − margin`` ago is safe to replay; an older one may be applied twice by a group
 whose marker is gone, and replay refuses it without ``--force``.
+
+A *reference-only* dead letter (``postbox.reference-only: true``: the record was too large for its
+dead-letter topic) carries no value; replay reads the original record back from its origin
+topic/partition/offset and sends that, or refuses it (status ``no-origin``) when the origin no
+longer holds it (retention) or holds another event there.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from postbox.codec import AvroCodec
+from postbox.consumer.dlq_record import H_ORIGINAL_BYTES, H_REFERENCE_ONLY
 from postbox.errors import IncidentError, UnknownTopicError
 from postbox.incident.kafka import DLQ_SUFFIX, Kafka
 from postbox.incident.records import (
@@ -82,6 +88,15 @@ class DeadLetter:
         return _int(self._h("postbox.origin.offset"))
 
     @property
+    def reference_only(self) -> bool:
+        """True when the dead letter holds metadata only; the original is at its origin offset."""
+        return (self._h(H_REFERENCE_ONLY) or "").lower() == "true"
+
+    @property
+    def original_bytes(self) -> int | None:
+        return _int(self._h(H_ORIGINAL_BYTES))
+
+    @property
     def attempts(self) -> int | None:
         return _int(self._h("postbox.attempts"))
 
@@ -120,6 +135,8 @@ class DeadLetter:
             "error_class": self.error_class,
             "error_kind": self._h("postbox.error.kind"),
             "origin": {"topic": self.origin_topic, "partition": self.origin_partition, "offset": self.origin_offset},
+            "reference_only": self.reference_only,
+            "original_bytes": self.original_bytes,
             "attempts": self.attempts,
             "failed_at": iso(self.failed_at),
         }
@@ -220,6 +237,14 @@ class ReplayItem:
     reason: str = ""
     applied_by: list[dict[str, Any]] = field(default_factory=list)
     sent: dict[str, Any] | None = None
+    #: For a reference-only dead letter: the original record read back from its origin.
+    original: RecordView | None = None
+
+    def record_to_send(self) -> tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]:
+        """(key, value, headers) to produce: the dead letter's, or the original's it refers to."""
+        source = self.original if self.original is not None else self.letter.record
+        kept = [(k, v) for k, v in source.raw_headers if not k.startswith(DLQ_HEADER_PREFIX)]
+        return source.raw_key, source.raw_value, kept + [(REPLAY_OF_HEADER, self.letter.ref.encode())]
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -277,11 +302,36 @@ def plan_replay(
                 f" (margin {human_duration(margin)}): a group that applied it may apply it again"
                 + (" (--force given)" if force else "")
             )
+        _fetch_original(kafka, item)
         if letter.event_id and dedupe not in seen:
             seen[dedupe] = item
         items.append(item)
     items.reverse()
     return items
+
+
+def _fetch_original(kafka: Kafka, item: ReplayItem) -> None:
+    """Read a reference-only dead letter's original record, or mark the item ``no-origin``."""
+    letter = item.letter
+    if item.status != "ready" or not letter.reference_only:
+        return
+    where = f"{letter.origin_topic}[{letter.origin_partition}]@{letter.origin_offset}"
+    if letter.origin_partition is None or letter.origin_offset is None:
+        item.status, item.reason = "no-origin", "reference-only dead letter without its origin partition/offset"
+        return
+    msg = kafka.read_one(letter.origin_topic, letter.origin_partition, letter.origin_offset)
+    if msg is None or msg.offset() != letter.origin_offset:
+        item.status = "no-origin"
+        item.reason = (f"reference-only dead letter: its original record at {where} is no longer in the topic"
+                       " (retention); nothing to replay")
+        return
+    original = render(msg)
+    if letter.event_id and original.meta.event_id != letter.event_id:
+        item.status = "no-origin"
+        item.reason = f"reference-only dead letter: the record at {where} is event {original.meta.event_id}, not {letter.event_id}"
+        return
+    item.original = original
+    item.reason = f"reference-only: sends the original record read from {where}"
 
 
 def send(kafka: Kafka, items: list[ReplayItem]) -> int:
@@ -299,10 +349,8 @@ def send(kafka: Kafka, items: list[ReplayItem]) -> int:
         kwargs: dict[str, Any] = {}
         if item.partition is not None:
             kwargs["partition"] = item.partition
-        producer.produce(
-            item.topic, key=item.letter.record.raw_key, value=item.letter.record.raw_value,
-            headers=item.letter.replay_headers(), on_delivery=delivered, **kwargs,
-        )
+        key, value, headers = item.record_to_send()
+        producer.produce(item.topic, key=key, value=value, headers=headers, on_delivery=delivered, **kwargs)
         producer.poll(0)
     remaining = producer.flush(max(kafka.timeout * 3, 15))
     ok = 0
