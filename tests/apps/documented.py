@@ -9,6 +9,8 @@
   test opens it), then counts like ``Counted``. :data:`transient_attempts` counts the calls per event.
 - ``Invalid``: describes an empty ``hset`` (the builder raises :class:`InvalidEffectError`);
   :data:`invalid_attempts` counts the calls per event, to show it is not retried.
+- ``Slow``: prints ``slow handler started`` on stdout, sleeps ``POSTBOX_TEST_SLOW_S`` seconds
+  (default 2), then counts like ``Counted`` — so a test knows a batch is inside its handlers.
 
 The gates and counters are module state: they work for a runtime in the test's own process
 (``ThreadedRuntime``), not for a ``postbox consume`` subprocess.
@@ -16,7 +18,9 @@ The gates and counters are module state: they work for a runtime in the test's o
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 from collections import Counter
 
 from postbox.consumer import App
@@ -54,3 +58,10 @@ def transient(event: Event, fx: Effects) -> None:
 def invalid(event: Event, fx: Effects) -> None:
     invalid_attempts[event.id] += 1
     fx.hset(aggregate_keys(event.aggregate_type, event.aggregate_id)("state"), {})
+
+
+@app.handler("*", "Slow")
+def slow(event: Event, fx: Effects) -> None:
+    print(f"slow handler started on {event.id}", flush=True)
+    time.sleep(float(os.environ.get("POSTBOX_TEST_SLOW_S", "2")))
+    record(event, fx)
