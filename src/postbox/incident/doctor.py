@@ -36,6 +36,7 @@ def run_checks(settings: Settings, connector_name: str, kafka_factory: Callable[
     checks += _connect(settings, connector_name)
     checks.append(_kafka(kafka_factory))
     checks += _redis(settings)
+    checks += _guard("marker TTL", lambda: _marker_ttl(settings, kafka_factory))
     checks.append(_schemas())
     return checks
 
@@ -188,6 +189,24 @@ def _redis(settings: Settings) -> list[Check]:
         return out
     finally:
         client.close()
+
+
+def _marker_ttl(settings: Settings, kafka_factory: Callable[[], Any]) -> list[Check]:
+    """#12.2: every group's marker TTL outlives the time Kafka can bring its records back."""
+    import redis
+
+    from postbox.incident.marker_ttl import check_groups
+
+    client = redis.Redis.from_url(settings.redis_url, socket_connect_timeout=3, socket_timeout=10)
+    kafka = kafka_factory()
+    try:
+        verdicts = check_groups(kafka, client)
+    finally:
+        kafka.close()
+        client.close()
+    if not verdicts:
+        return [Check("marker TTL", "ok", "no consumer group has published its marker TTL yet (a consumer does at start)")]
+    return [Check(f"marker TTL {v.group}", v.status, v.detail, v.fix) for v in verdicts]
 
 
 def _schemas() -> Check:
