@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One entry point for developers and CI.
 #   ./dev.sh demo    install what is missing, bring the local stack up, run the demo pipeline
-#   ./dev.sh test    install what is missing, bring the local stack up, run the whole test suite
+#   ./dev.sh test    install what is missing, lint and type-check, bring the local stack up, run the whole test suite
 #   ./dev.sh setup   only install (Debian packages, the Python package, the jars)
 # Everything is idempotent: a second run skips what is already there.
 set -euo pipefail
@@ -141,6 +141,9 @@ case "${1:-}" in
     postbox demo "$@" ;;
   test)
     setup
+    log "lint (ruff) and types (mypy --strict on the public modules; both configured in pyproject.toml)"
+    "$VPY" -m ruff check .
+    "$VPY" -m mypy
     stack_up
     shift
     log "schema compatibility"

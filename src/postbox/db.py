@@ -77,7 +77,7 @@ def init_database(
             with conn.transaction():
                 conn.execute("SELECT set_config('postbox.retention', %s, true)", (policy.value,))
                 for current in files:
-                    conn.execute(current.read_text(encoding="utf-8").encode("utf-8"))  # type: ignore[arg-type]
+                    conn.execute(current.read_text(encoding="utf-8").encode("utf-8"))
                 current = None
                 for role, password in (("postbox_app", app_password), ("postbox_cdc", cdc_password),
                                        ("postbox_maint", maint_password)):

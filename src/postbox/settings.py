@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, fields, replace
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 from urllib.parse import urlsplit
 
 from postbox.errors import ConfigError
@@ -118,7 +118,7 @@ class Settings:
 
     def with_overrides(self, **overrides: str | None) -> "Settings":
         """Return a copy with the given non-empty values replaced (and validated)."""
-        changed = {k: v for k, v in overrides.items() if v}
+        changed: dict[str, Any] = {k: v for k, v in overrides.items() if v}
         new = replace(self, **changed)
         new.validate()
         return new
@@ -157,7 +157,7 @@ def _check_url(name: str, value: str, schemes: tuple[str, ...]) -> None:
     if parts.scheme != "unix" and not parts.hostname:
         raise ConfigError(f"{var}={value!r}: the URL names no host", fix=f"e.g. {getattr(Settings, name)}")
     try:
-        parts.port
+        _ = parts.port  # urlsplit parses the port only when asked
     except ValueError:
         raise ConfigError(f"{var}={value!r}: the port is not a number from 1 to 65535") from None
 

@@ -3,7 +3,6 @@ partition moves on; a flaky handler is retried in place; async handlers work."""
 
 from __future__ import annotations
 
-import json
 import uuid
 
 import pytest

@@ -3,7 +3,6 @@ PostgreSQL becomes exactly one Kafka record, byte for byte, and nothing else doe
 
 from __future__ import annotations
 
-import os
 
 import pytest
 

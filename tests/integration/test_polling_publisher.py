@@ -5,7 +5,6 @@ value and header names in the same order, so the same consumer reads both."""
 from __future__ import annotations
 
 import sys
-import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 

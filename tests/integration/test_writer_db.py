@@ -7,7 +7,6 @@ URL: POSTBOX_ADMIN_DATABASE_URL, else the local stack's superuser socket), never
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone

@@ -140,7 +140,7 @@ class ConsumerProcess:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait(timeout=5)
-            raise AssertionError(f"consumer did not stop within {timeout} s after SIGTERM; log: {self.log_path}")
+            raise AssertionError(f"consumer did not stop within {timeout} s after SIGTERM; log: {self.log_path}") from None
 
     def output(self) -> str:
         self.log.flush()

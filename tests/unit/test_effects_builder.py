@@ -105,7 +105,7 @@ def test_big_variadic_commands_are_split() -> None:
 
 def test_too_many_commands() -> None:
     fx = Effects()
-    for i in range(MAX_COMMANDS):
+    for _ in range(MAX_COMMANDS):
         fx.incrby("k", 1)
     with pytest.raises(InvalidEffectError, match="more than"):
         fx.incrby("k", 1)

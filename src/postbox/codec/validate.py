@@ -167,10 +167,10 @@ def _describe(schema: Any) -> str:
         if schema.get("logicalType"):
             return f"{schema['type']} ({schema['logicalType']})"
         if schema["type"] in ("record", "enum", "fixed"):
-            return schema["name"].rsplit(".", 1)[-1]
+            return str(schema["name"]).rsplit(".", 1)[-1]
         if schema["type"] == "array":
             return f"array of {_describe(schema['items'])}"
         if schema["type"] == "map":
             return f"map of {_describe(schema['values'])}"
-        return schema["type"]
-    return schema.rsplit(".", 1)[-1]
+        return str(schema["type"])
+    return str(schema).rsplit(".", 1)[-1]

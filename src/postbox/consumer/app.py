@@ -213,7 +213,7 @@ def _name(func: Any) -> str:
 
 
 def _is_async(func: Any) -> bool:
-    target = getattr(func, "__call__", None) if not inspect.isfunction(func) and not inspect.ismethod(func) else func
+    target = func if inspect.isfunction(func) or inspect.ismethod(func) else func.__call__
     return inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(target)
 
 

@@ -111,7 +111,7 @@ def check_invariants(client: redis.Redis, conn: psycopg.Connection[Any], scope: 
     undecided = [oid for oid in ids if orders[oid]["outcome"] is None]
     checks.append(Check("every order has a payment decision", not undecided and bool(ids),
                         f"{len(ids)} orders, all decided" if not undecided and ids
-                        else (f"no orders" if not ids else f"{len(undecided)} undecided: {_examples(undecided)}")))
+                        else ("no orders" if not ids else f"{len(undecided)} undecided: {_examples(undecided)}")))
 
     # 2. Every order is ready to ship (placed + captured) or compensated, and Redis agrees.
     with client.pipeline(transaction=False) as pipe:

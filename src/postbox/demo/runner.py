@@ -21,7 +21,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -491,8 +491,8 @@ class Demo:
             "saga latency placed → ready p50/p95/p99": " / ".join(fmt_s(lat[k]) for k in ("p50", "p95", "p99")),
         }
         for name in GROUP_APPS:
-            l = self.metrics[name].latency()
-            out[f"{name}: created → applied p50/p95/p99"] = " / ".join(fmt_s(l[k]) for k in ("p50", "p95", "p99"))
+            group_lat = self.metrics[name].latency()
+            out[f"{name}: created → applied p50/p95/p99"] = " / ".join(fmt_s(group_lat[k]) for k in ("p50", "p95", "p99"))
         out["chaos"] = ", ".join(self.chaos_actions) if self.chaos_actions else "off"
         out["wall time"] = f"{self.elapsed():.1f} s"
         out["_figures"] = {

@@ -356,7 +356,7 @@ class EffectsEngine:
                 argv.extend(command.args)
         return _Call(events, events[0].slot, keys=keys, argv=argv)
 
-    def _result(self, event: _Event, reply: list) -> ApplyResult:
+    def _result(self, event: _Event, reply: list[Any]) -> ApplyResult:
         code = reply[0]
         if code == 1:
             return ApplyResult(event.event_id, Outcome.APPLIED)
@@ -418,7 +418,7 @@ class EffectsEngine:
             for call in calls:
                 pipe.evalsha(sha, len(call.keys), *call.keys, *call.argv)
             if waitaof:
-                pipe.execute_command("WAITAOF", 1, 0, self.waitaof_timeout_ms)
+                pipe.execute_command("WAITAOF", 1, 0, self.waitaof_timeout_ms)  # type: ignore[no-untyped-call]
             replies = pipe.execute(raise_on_error=False)
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             raise self._classify(exc) from exc
@@ -485,7 +485,7 @@ class EffectsEngine:
         if not self.cluster:
             return [self.client]  # type: ignore[list-item]
         cluster: redis.RedisCluster = self.client  # type: ignore[assignment]
-        return [cluster.get_redis_connection(n) for n in cluster.get_primaries()]
+        return [cluster.get_redis_connection(n) for n in cluster.get_primaries()]  # type: ignore[no-untyped-call]
 
 
 _CROSS_SLOT_FIX = (

@@ -216,13 +216,17 @@ class _Resolver:
 
 
 def _kind(schema: Any) -> str:
-    return schema if isinstance(schema, str) else schema["type"]
+    return schema if isinstance(schema, str) else str(schema["type"])
 
 
 def _same_name(reader: dict[str, Any], writer: dict[str, Any]) -> bool:
-    short = lambda n: n.rsplit(".", 1)[-1]  # noqa: E731 - unqualified names match, as in the spec
-    aliases = {short(a) for a in reader.get("aliases", [])}
-    return short(reader["name"]) == short(writer["name"]) or short(writer["name"]) in aliases
+    aliases = {_short(a) for a in reader.get("aliases", [])}
+    return _short(reader["name"]) == _short(writer["name"]) or _short(writer["name"]) in aliases
+
+
+def _short(name: str) -> str:
+    """The unqualified name: unqualified names match, as in the spec."""
+    return name.rsplit(".", 1)[-1]
 
 
 def _where(path: str) -> str:
@@ -233,8 +237,8 @@ def _describe(schema: Any) -> str:
     if isinstance(schema, list):
         return "[" + ", ".join(_describe(b) for b in schema) + "]"
     if isinstance(schema, dict):
-        return schema.get("name") or schema["type"]
-    return schema
+        return str(schema.get("name") or schema["type"])
+    return str(schema)
 
 
 def _round_trip(reader: Any, writer: Any, w_names: dict[str, Any]) -> list[str]:

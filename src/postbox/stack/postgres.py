@@ -162,7 +162,8 @@ class LocalPostgres:
             owner = port_owner(self.port)
             raise StackError(
                 f"port {self.port} (PostgreSQL) is taken by {owner or 'another process'}",
-                fix=f"stop it (e.g. `pg_ctlcluster 15 main stop`) or set POSTBOX_PG_PORT to a free port",
+                fix="stop it (`pg_lsclusters` lists the system's clusters; `pg_ctlcluster <version> main stop` stops one) "
+                "or set POSTBOX_PG_PORT to a free port",
             )
         self._run(
             [self._bin("pg_ctl"), "start", "-D", str(self.layout.pg_data), "-l", str(self.log_path), "-w", "-t", "60"],
