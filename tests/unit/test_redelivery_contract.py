@@ -8,7 +8,6 @@ so a record could live 7 + 7 days; the 8-day markers expired first.
 from __future__ import annotations
 
 import json
-import re
 from datetime import timedelta
 from pathlib import Path
 

@@ -199,7 +199,7 @@ class DeadLetters:
                 i: (reference_letter(items[i][0], items[i][1], group=self.group, failed_at=failed_at, limit=letters[i][1].max_bytes), letters[i][1])
                 for i in too_large
             }
-            for i, (letter, _topic) in smaller.items():
+            for i in smaller:
                 log.warning("dead letter of %s refused as too large (%d bytes); sending it reference-only",
                             items[i][0].where, letters[i][0].size)
             self._produce(smaller, items, outcome)
@@ -220,7 +220,8 @@ class DeadLetters:
         for index, (letter, topic) in letters.items():
             origin = items[index][0]
 
-            def report(err: KafkaError | None, _msg: Message, index: int = index, letter: DeadLetterRecord = letter) -> None:
+            def report(err: KafkaError | None, _msg: Message, index: int = index, letter: DeadLetterRecord = letter,
+                       topic: DlqTopic = topic) -> None:
                 if err is not None and err.code() in _TOO_LARGE and not letter.reference_only:
                     too_large.append(index)
                 outcome[index] = None if err is None else f"DLQ produce failed: {err}" + _size_hint(letter, topic, err)
