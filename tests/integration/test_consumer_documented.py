@@ -138,8 +138,8 @@ def test_unacknowledged_dead_letter_leaves_the_origin_offset_uncommitted(setting
     """docs/consumer.md, Dead-letter contract: "the origin offset is committed only after the
     delivery report confirmed it. If the DLQ is unreachable the partition backs off and the record
     is retried ... it never goes missing"; Failures table: "the DLQ produce not acknowledged" is
-    transient. The DLQ topic refuses every record (`max.message.bytes` 64): the partition stops at
-    the poison record (the good event before it is committed, the one after it is not); once the
+    transient. The DLQ topic refuses every record, even the reference-only form of one too large
+    for it (`max.message.bytes` 64): the partition stops at the poison record (the good event before it is committed, the one after it is not); once the
     topic accepts records the dead letter lands and the partition moves on."""
     agg = f"dlqna{unique}"
     topic, group, dlq = f"outbox.event.{agg}", f"test-dlqna-{unique}", f"outbox.event.{agg}.dlq"
