@@ -342,7 +342,8 @@ LOGIN_ERROR_NAMES = ("_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED", "_SSL")
 
 def login_error(bootstrap: str, properties: KafkaProperties, message: str) -> ConfigError:
     """The ConfigError for a refused login or TLS handshake: names the listener and mechanism."""
-    origin = properties.file or ("-X" if properties else f"{ENV_VAR} / -X")
+    origins = sorted({properties.origin(k).rsplit(":", 1)[0] for k in properties.values if k.startswith(("sasl.", "ssl.", "security."))})
+    origin = " and ".join(origins) or f"{ENV_VAR} / -X (none given)"
     return ConfigError(
         f"Kafka at {bootstrap} refused postbox's login ({security_summary(properties)}): {properties.scrub(message)}",
         fix=f"check the listener's address and the sasl.*/ssl.* properties in {origin} "

@@ -189,6 +189,8 @@ class Kafka:
     def unavailable(self, exc: BaseException | str) -> PostboxError:
         """The error for a broker that did not answer: a ConfigError naming the listener and the
         login mechanism when librdkafka saw the login (or TLS handshake) fail, else unreachable."""
+        if self._admin is not None:
+            self._admin.poll(0)  # librdkafka hands errors to error_cb only when the client is polled
         login = self.login_errors.error(self.bootstrap, self.properties)
         if login is not None:
             return login
@@ -196,7 +198,9 @@ class Kafka:
         text = self.properties.scrub(detail.str() if isinstance(detail, KafkaError) else str(detail))
         return KafkaUnavailableError(
             f"Kafka at {self.bootstrap} did not answer within {self.timeout:g} s ({text})",
-            fix="start it with `postbox up`, or point POSTBOX_KAFKA_BOOTSTRAP / --kafka-bootstrap at a reachable broker",
+            fix="start it with `postbox up`, or point POSTBOX_KAFKA_BOOTSTRAP / --kafka-bootstrap at a reachable broker"
+            + ("" if "security.protocol" in self.properties.values else
+               "; a TLS or SASL listener needs its client properties (POSTBOX_KAFKA_CONFIG / -X security.protocol=...)"),
         )
 
     def _result(self, future: Any) -> Any:
@@ -220,11 +224,20 @@ class Kafka:
     # -- metadata -----------------------------------------------------------------------------------
     def metadata(self, refresh: bool = False) -> Any:
         if self._metadata is None or refresh:
-            try:
-                self._metadata = self.admin.list_topics(timeout=self.timeout)
-            except KafkaException as exc:
-                raise self.unavailable(exc) from None
+            self._metadata = self._list_topics()
         return self._metadata
+
+    def _list_topics(self) -> Any:
+        """Cluster metadata, asked in one-second steps so that a refused login (which librdkafka
+        reports within a second, then retries forever) ends the wait at once."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                return self.admin.list_topics(timeout=min(1.0, max(0.1, deadline - time.monotonic())))
+            except KafkaException as exc:
+                self.admin.poll(0)
+                if self.login_errors.last is not None or time.monotonic() >= deadline:
+                    raise self.unavailable(exc) from None
 
     def ping(self) -> int:
         """Number of brokers that answered; KafkaUnavailableError when none did."""
