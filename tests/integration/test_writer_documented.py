@@ -9,9 +9,7 @@ import shutil
 import subprocess
 import threading
 import time
-import uuid
 from datetime import datetime, timezone
-from pathlib import Path
 
 import psycopg
 import pytest
