@@ -153,7 +153,7 @@ def run_naive(bootstrap: str, client: redis.Redis, topic: str, n: int) -> float:
                           event_type=decoded.event_type or meta["event_type"], payload=decoded.payload)
             fx = Effects()
             app(event, fx)
-            assert engine.apply_one(event.id, fx).applied
+            assert engine.apply_one(app.event_ref(event), fx).applied
             consumer.commit(message=msg, asynchronous=False)
             count += 1
         return count / (time.perf_counter() - start)

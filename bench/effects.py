@@ -9,7 +9,10 @@ Starts its own redis-server (appendonly yes, appendfsync always) on a free loopb
 - ``batched-B``: ``EffectsEngine.apply`` with ``batch_size=B`` events per script call (one call
   per round trip, as the engine sends them), for several B;
 - ``reference``: ``redis-benchmark`` (50 connections, no pipelining) running an equivalent
-  one-event script: check a dedupe marker, HINCRBY one hash field, write the marker with a TTL.
+  one-event script: check a dedupe marker, HINCRBY one hash field, write the marker with a TTL;
+- ``legacy-on-128`` / ``legacy-off-128``: the cost of the upgrade transition's legacy-marker check
+  (``EffectsEngine(legacy_markers=...)``), with events whose legacy key differs from the current
+  marker (routed by a tag other than their first key's), so every event checks two keys when on.
 
 Every engine event is one HINCRBY on its own aggregate's hash with dedupe on (marker check and
 write, undo records prepared). Prints a table, then as its last line one JSON object with
@@ -32,7 +35,7 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: tests.support
 
-from postbox.effects import Effects, EffectsEngine  # noqa: E402
+from postbox.effects import Effects, EffectsEngine, EventRef  # noqa: E402
 from tests.support.redis_servers import RedisServer  # noqa: E402
 
 REFERENCE_SCRIPT = (
@@ -43,16 +46,26 @@ REFERENCE_SCRIPT = (
 PIPELINE_DEPTH = 128
 
 
-def make_events(n: int) -> list[tuple[str, Effects]]:
+def make_events(n: int, *, legacy_differs: bool = False) -> list[tuple[EventRef, Effects]]:
+    """One HINCRBY per event on its aggregate's hash; routed by that aggregate (the legacy marker
+    is then the same key), or with ``legacy_differs`` by another tag (two marker keys to check)."""
     run = uuid.uuid4().hex[:8]
-    return [(f"{run}-{i}", Effects().hincrby(f"{{bench:{run}:{i}}}:totals", "paid", 1)) for i in range(n)]
+    return [
+        (
+            EventRef(f"{run}-{i}", f"route:{run}:{i}" if legacy_differs else f"bench:{run}:{i}"),
+            Effects().hincrby(f"{{bench:{run}:{i}}}:totals", "paid", 1),
+        )
+        for i in range(n)
+    ]
 
 
-def run_batched(client: redis.Redis, n: int, batch_size: int) -> float:
-    engine = EffectsEngine(client, "bench", functions_dir=None, batch_size=batch_size)
+def run_batched(client: redis.Redis, n: int, batch_size: int, *, legacy: bool | None = None) -> float:
+    """``legacy`` None: default engine, events routed by their aggregate; True/False: events whose
+    legacy key differs, with the transition check on/off."""
+    engine = EffectsEngine(client, "bench", functions_dir=None, batch_size=batch_size, legacy_markers=legacy is not False)
     engine.load()
     engine.durability()
-    events = make_events(n)
+    events = make_events(n, legacy_differs=legacy is not None)
     start = time.perf_counter()
     for i in range(0, n, 4096):  # as a consumer would: a poll's worth at a time
         results = engine.apply(events[i : i + 4096])
@@ -67,8 +80,8 @@ def run_pipelined(client: redis.Redis, n: int) -> float:
     start = time.perf_counter()
     for i in range(0, n, PIPELINE_DEPTH):
         pipe = client.pipeline(transaction=False)
-        for index, (event_id, fx) in enumerate(events[i : i + PIPELINE_DEPTH]):
-            call = engine._encode([engine._prepare(index, event_id, fx)])  # noqa: SLF001 - bench of the wire form
+        for index, (ref, fx) in enumerate(events[i : i + PIPELINE_DEPTH]):
+            call = engine._encode([engine._prepare(index, ref, fx)])  # noqa: SLF001 - bench of the wire form
             pipe.evalsha(sha, len(call.keys), *call.keys, *call.argv)
         for reply in pipe.execute():
             assert reply[0][0] == 1
@@ -113,11 +126,15 @@ def main() -> None:
         figures["pipelined-1"] = statistics.median(run_pipelined(client, n) for _ in range(repeats))
         for size in batch_sizes:
             figures[f"batched-{size}"] = statistics.median(run_batched(client, n, size) for _ in range(repeats))
+        for legacy in (True, False):  # side by side: the transition's cost
+            figures[f"legacy-{'on' if legacy else 'off'}-128"] = statistics.median(
+                run_batched(client, n, 128, legacy=legacy) for _ in range(repeats)
+            )
         ref = figures["reference"]
         print(f"{'mode':<14}{'events/s':>12}{'vs reference':>15}")
         for mode, rate in figures.items():
             print(f"{mode:<14}{rate:>12,.0f}{rate / ref:>14.0%}")
-        engine_modes = {m: r for m, r in figures.items() if m != "reference"}
+        engine_modes = {m: r for m, r in figures.items() if m != "reference" and not m.startswith("legacy-")}
         best_mode = max(engine_modes, key=engine_modes.get)  # type: ignore[arg-type]
         best = engine_modes[best_mode]
         batched = {int(m.split("-")[1]): r for m, r in engine_modes.items() if m.startswith("batched-")}
@@ -133,6 +150,9 @@ def main() -> None:
             "best_batch_size": max(batched, key=batched.get),  # type: ignore[arg-type]
             "pipelined_single_per_s": round(figures["pipelined-1"]),
             "batched_per_s": {str(k): round(v) for k, v in batched.items()},
+            "legacy_on_per_s": round(figures["legacy-on-128"]),
+            "legacy_off_per_s": round(figures["legacy-off-128"]),
+            "legacy_cost_ratio": round(figures["legacy-on-128"] / figures["legacy-off-128"], 3),
             "reference_per_s": round(ref),
             "ratio_to_reference": round(best / ref, 3),
         }))  # fmt: skip

@@ -24,7 +24,12 @@ from consumers.shop.keys import StockKeys
 app = App("inventory")
 
 
-@app.handler("order", "OrderPlaced")
+def stock_slot(event: Event) -> str:
+    """Routing key: every inventory event writes the warehouse's ledger (its marker lives there too)."""
+    return StockKeys().available
+
+
+@app.handler("order", "OrderPlaced", routing_key=stock_slot)
 def reserve(event: Event, fx: Effects) -> None:
     order_id = event.payload["order_id"]
     stock = StockKeys()
@@ -34,13 +39,12 @@ def reserve(event: Event, fx: Effects) -> None:
     args: list[str | int] = [order_id]
     for sku, qty in sorted(units.items()):
         args += [sku, qty]
-    # The first key decides the slot of the dedupe marker: keep the ledger first.
     fx.call("reserve_stock", keys=[stock.available, stock.reserved, stock.reservation(order_id)], args=args)
     fx.hincrby(stock.applied, event.id, 1)
 
 
-@app.handler("order", "OrderCancelled")
-@app.handler("payment", "PaymentFailed")
+@app.handler("order", "OrderCancelled", routing_key=stock_slot)
+@app.handler("payment", "PaymentFailed", routing_key=stock_slot)
 def release(event: Event, fx: Effects) -> None:
     order_id = event.payload["order_id"]
     stock = StockKeys()

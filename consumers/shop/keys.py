@@ -1,7 +1,9 @@
 """Where the shop keeps its state in Redis: every key of one event shares one hash tag.
 
-Redis Cluster runs one script on one node, so every key an event's effects touch (and the
-dedupe marker, which borrows the tag of the first key) must hash to one slot:
+Redis Cluster runs one script on one node, so every key an event's effects touch must hash to
+one slot, the slot of the event's dedupe marker. The shop's keys are not tagged by the event's
+aggregate, so each handler declares a routing key (``routing_key=`` in ``@app.handler``) naming a
+key of the slot it writes:
 
 - inventory: one stock ledger per warehouse, ``{shop.stock}`` (an order's lines are reserved
   together, all or nothing, so every SKU of one warehouse lives in one slot);

@@ -21,6 +21,11 @@ from consumers.shop.keys import PaymentKeys
 from consumers.shop.payment_service import Database, Outcome, charge_order, refund_order
 
 app = App("payment")
+
+
+def shard_slot(event: Event) -> str:
+    """Routing key: the order's payment shard (its marker lives with the projection it writes)."""
+    return PaymentKeys(event.payload["order_id"]).status
 _local = threading.local()
 
 
@@ -32,13 +37,13 @@ def database() -> Database:
     return db
 
 
-@app.handler("order", "OrderPlaced")
+@app.handler("order", "OrderPlaced", routing_key=shard_slot)
 def charge(event: Event, fx: Effects) -> None:
     outcome = database().run(lambda conn: charge_order(conn, event.payload))
     project_charge(event, fx, outcome)
 
 
-@app.handler("order", "OrderCancelled")
+@app.handler("order", "OrderCancelled", routing_key=shard_slot)
 def refund(event: Event, fx: Effects) -> None:
     outcome = database().run(lambda conn: refund_order(conn, event.payload["order_id"]))
     project_refund(event, fx, outcome)

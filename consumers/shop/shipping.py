@@ -29,8 +29,13 @@ FACTS = {
 }
 
 
-@app.handler("order", ["OrderPlaced", "OrderCancelled"])
-@app.handler("payment", ["PaymentCaptured", "PaymentFailed", "PaymentRefunded"])
+def shard_slot(event: Event) -> str:
+    """Routing key: the order's shipping shard (its marker lives with the projection it writes)."""
+    return ShippingKeys(event.payload["order_id"]).ready
+
+
+@app.handler("order", ["OrderPlaced", "OrderCancelled"], routing_key=shard_slot)
+@app.handler("payment", ["PaymentCaptured", "PaymentFailed", "PaymentRefunded"], routing_key=shard_slot)
 def track(event: Event, fx: Effects) -> None:
     order_id = event.payload["order_id"]
     fact = FACTS[(event.aggregate_type, event.event_type)]

@@ -14,8 +14,10 @@ you look at the keys::
             assert h.deliver(on_order_paid, event).duplicate  # redelivery: applied once
             assert h.redis.hget("{order:42}:totals", "paid_cents") == b"500"
 
-By default the harness is strict about hash slots (every key of one event in one slot, as Redis
-Cluster requires) and raises on failed effects, so a handler that passes here is cluster-ready.
+By default the harness is strict about hash slots (every key of one event in the slot of its
+routing tag — its aggregate's, or the routing key the handler declares — as Redis Cluster
+requires) and raises on failed effects, so a handler that passes here is cluster-ready. The
+dedupe marker is the runtime's: a function of the group and the event, whatever the handler returns.
 Leaving the ``with`` block deletes every key the delivered effects touched, plus the markers and
 failure streams of its (unique) consumer group.
 """
@@ -30,7 +32,7 @@ from typing import Any, Mapping
 
 import redis
 
-from postbox.effects import ApplyResult, Effects, EffectsEngine
+from postbox.effects import ApplyResult, Effects, EffectsEngine, EventRef, RoutingKey, event_ref
 from postbox.events import Event
 
 Handler = Callable[[Event, Effects], Any]
@@ -98,36 +100,52 @@ class EffectsHarness:
         handler(event, fx)
         return fx
 
-    def deliver(self, handler: Handler, event: Event, *, check: bool = True) -> ApplyResult:
-        """Run ``handler(event, fx)`` and apply ``fx`` once for ``event.id``.
+    def ref_of(self, handler: Handler, event: Event, routing_key: RoutingKey | None = None) -> EventRef:
+        """The event's identity as the runtime makes it: an :class:`~postbox.consumer.App` routes by
+        its registration's routing key; a plain handler by ``routing_key`` (default: the aggregate)."""
+        app_ref = getattr(handler, "event_ref", None)
+        if routing_key is None and callable(app_ref):
+            return app_ref(event)
+        return event_ref(event, routing_key)
+
+    def deliver(
+        self, handler: Handler, event: Event, *, check: bool = True, routing_key: RoutingKey | None = None
+    ) -> ApplyResult:
+        """Run ``handler(event, fx)`` and apply ``fx`` once for the event.
 
         Returns the :class:`ApplyResult` (``applied``/``duplicate``/``failed``). With ``check``
         (default) a failed apply raises :class:`~postbox.effects.PermanentEffectError` naming the
-        command and the Redis error. A handler exception propagates unchanged.
+        command and the Redis error. A handler exception propagates unchanged. ``routing_key``:
+        the one the handler is registered with (an ``App`` knows its own).
         """
         fx = self.effects_of(handler, event)
-        self.touched.update(fx.keys())
-        self.touched.add(self.engine.marker_key(event.id, fx))
-        self.touched.add(self.engine.failures_key(event.id, fx))
-        result = self.engine.apply_one(event.id, fx)
+        ref = self.ref_of(handler, event, routing_key)
+        self._touch(ref, fx)
+        result = self.engine.apply_one(ref, fx)
         self.results.append(result)
         return result.raise_for_failure() if check else result
 
-    def deliver_all(self, handler: Handler, events: Iterable[Event], *, check: bool = True) -> list[ApplyResult]:
+    def deliver_all(
+        self, handler: Handler, events: Iterable[Event], *, check: bool = True, routing_key: RoutingKey | None = None
+    ) -> list[ApplyResult]:
         """Deliver several events in one batch (as the runtime does), in order."""
         batch = []
         for event in events:
             fx = self.effects_of(handler, event)
-            self.touched.update(fx.keys())
-            self.touched.add(self.engine.marker_key(event.id, fx))
-            self.touched.add(self.engine.failures_key(event.id, fx))
-            batch.append((event.id, fx))
+            ref = self.ref_of(handler, event, routing_key)
+            self._touch(ref, fx)
+            batch.append((ref, fx))
         results = self.engine.apply(batch)
         self.results.extend(results)
         if check:
             for result in results:
                 result.raise_for_failure()
         return results
+
+    def _touch(self, ref: EventRef, fx: Effects) -> None:
+        self.touched.update(fx.keys())
+        self.touched.add(self.engine.marker_key(ref))
+        self.touched.add(self.engine.failures_key(ref))
 
     def failures(self) -> list[dict[str, str]]:
         """The failure records of this harness's group (newest last), decoded."""

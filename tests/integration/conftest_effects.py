@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from postbox.effects import EffectsEngine
+from postbox.effects import EffectsEngine, EventRef
 from tests.support.redis_servers import RedisClusterProcesses, RedisServer
 
 FUNCTIONS_DIR = Path(__file__).parent / "lua_functions"
@@ -47,6 +47,11 @@ def own_client(own_redis: RedisServer) -> Iterator[redis.Redis]:
 def tag() -> str:
     """A fresh hash tag for the test's keys: ``{t<hex>}``."""
     return "{t" + uuid.uuid4().hex[:10] + "}"
+
+
+def ref(tag: str, event_id: str | None = None) -> EventRef:
+    """A fresh event routed by ``tag`` (``{t…}`` or its text): its marker shares the tag's slot."""
+    return EventRef(event_id or str(uuid.uuid4()), tag.strip("{}"))
 
 
 @pytest.fixture

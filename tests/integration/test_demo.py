@@ -71,7 +71,7 @@ def test_event_applied_twice_by_hand_fails_the_verdict(small_run, admin_database
         fx = Effects()
         inventory.reserve(event, fx)
         engine = EffectsEngine(client, group="test-bypass-dedupe", marker_ttl=timedelta(minutes=5))
-        assert engine.apply_one(event_id, fx).applied   # a group that never saw it: no marker, applies
+        assert engine.apply_one(inventory.app.event_ref(event), fx).applied   # a group that never saw it: no marker, applies
         checks = check_invariants(client, conn, result.scope)
     client.close()
     broken = [c for c in checks if not c.ok]

@@ -20,6 +20,7 @@ from postbox.errors import EffectEngineError
 from tests.integration.conftest_effects import (  # noqa: F401 - fixtures
     FUNCTIONS_DIR,
     engine,
+    ref,
     fresh_redis,
     own_client,
     own_redis,
@@ -29,30 +30,26 @@ from tests.integration.conftest_effects import (  # noqa: F401 - fixtures
 pytestmark = pytest.mark.integration
 
 
-def eid() -> str:
-    return str(uuid.uuid4())
-
-
 def test_same_event_twice_applies_once(engine: EffectsEngine, own_client: redis.Redis, tag: str) -> None:
     fx = Effects().hincrby(f"{tag}:totals", "paid", 500).sadd(f"{tag}:seen", "a").xadd(f"{tag}:log", {"k": "v"})
-    event = eid()
+    event = ref(tag)
     first = engine.apply_one(event, fx)
     second = engine.apply_one(event, fx)
     assert first.outcome is Outcome.APPLIED and first.applied
     assert second.outcome is Outcome.DUPLICATE and second.duplicate
     assert own_client.hget(f"{tag}:totals", "paid") == b"500"
     assert own_client.xlen(f"{tag}:log") == 1
-    marker = engine.marker_key(event, fx)
+    marker = engine.marker_key(event)
     assert own_client.get(marker) == b"1"
     assert 0 < own_client.pttl(marker) <= engine.marker_ttl_ms
 
 
 def test_duplicates_inside_one_batch_and_per_group(own_client: redis.Redis, tag: str) -> None:
     fx = Effects().incrby(f"{tag}:n", 1)
-    event = eid()
+    event = ref(tag)
     billing = EffectsEngine(own_client, "billing-" + tag, functions_dir=None)
     shipping = EffectsEngine(own_client, "shipping-" + tag, functions_dir=None)
-    outcomes = [r.outcome for r in billing.apply([(event, fx), (event, fx), (eid(), fx)])]
+    outcomes = [r.outcome for r in billing.apply([(event, fx), (event, fx), (ref(tag), fx)])]
     assert outcomes == [Outcome.APPLIED, Outcome.DUPLICATE, Outcome.APPLIED]
     assert shipping.apply_one(event, fx).applied  # another group applies it once for itself
     assert own_client.get(f"{tag}:n") == b"3"
@@ -76,7 +73,7 @@ def test_failure_undoes_the_event_records_it_and_batch_continues(
         .sadd(f"{tag}:never", "x")
     )
     good = Effects().sadd(f"{tag}:s", "later")
-    failed_id, good_id = eid(), eid()
+    failed_id, good_id = ref(tag), ref(tag)
     failed, ok = engine.apply([(failed_id, bad), (good_id, good)])
     assert failed.failed and failed.error_class == "permanent"
     assert (failed.command_index, failed.op) == (4, "incrby")
@@ -86,10 +83,10 @@ def test_failure_undoes_the_event_records_it_and_batch_continues(
     assert own_client.pexpiretime(f"{tag}:h") == before_ttl
     assert own_client.smembers(f"{tag}:s") == {b"old", b"later"}
     assert not own_client.exists(f"{tag}:other", f"{tag}:never")
-    assert not own_client.exists(engine.marker_key(failed_id, bad))
-    records = own_client.xrange(engine.failures_key(failed_id, bad))
+    assert not own_client.exists(engine.marker_key(failed_id))
+    records = own_client.xrange(engine.failures_key(failed_id))
     assert records[-1][1] == {
-        b"event": failed_id.encode(),
+        b"event": failed_id.id.encode(),
         b"group": engine.group.encode(),
         b"command_index": b"4",
         b"op": b"incrby",
@@ -99,17 +96,17 @@ def test_failure_undoes_the_event_records_it_and_batch_continues(
         failed.raise_for_failure()
 
 
-def test_an_event_without_effects_is_marked(engine: EffectsEngine, own_client: redis.Redis) -> None:
-    event = eid()
+def test_an_event_without_effects_is_marked(engine: EffectsEngine, own_client: redis.Redis, tag: str) -> None:
+    event = ref(tag)
     assert engine.apply_one(event, Effects()).applied
     assert engine.apply_one(event, Effects()).duplicate
-    assert own_client.exists(engine.marker_key(event, Effects()))
+    assert own_client.exists(engine.marker_key(event))
 
 
 def test_a_failed_event_is_not_marked_so_a_fixed_replay_applies(engine: EffectsEngine, own_client: redis.Redis, tag: str) -> None:
     own_client.set(f"{tag}:k", "string")
     fx = Effects().sadd(f"{tag}:k", "m")
-    event = eid()
+    event = ref(tag)
     assert engine.apply_one(event, fx).failed
     own_client.delete(f"{tag}:k")
     assert engine.apply_one(event, fx).applied
@@ -142,7 +139,7 @@ def test_injection_strings_are_stored_verbatim(engine: EffectsEngine, own_client
         fx.rpush(f"{tag}:l", v)
     fx.xadd(f"{tag}:x", {raw + b"f": raw for raw in (v.encode() if isinstance(v, str) else v for v in values) if raw})
     fx.call("hset_then_incrby", keys=[f"{tag}:fh", f"{tag}:fc"], args=["]] -- \x00", "\r\n'\"", 7])
-    assert engine.apply_one(eid(), fx).applied
+    assert engine.apply_one(ref(tag), fx).applied
     for i, v in enumerate(values):
         raw = v.encode() if isinstance(v, str) else v
         assert own_client.get(f"{tag}:".encode() + raw + f":{i}".encode()) == raw
@@ -158,21 +155,21 @@ def test_injection_strings_are_stored_verbatim(engine: EffectsEngine, own_client
 def test_injection_in_group_and_event_id(own_client: redis.Redis, tag: str) -> None:
     group = "g]] '\" \r\n" + tag
     engine = EffectsEngine(own_client, group, functions_dir=None)
-    event = "ev]]\r\n\x00'" + tag
+    event = ref(tag, "ev]]\r\n\x00'" + tag)
     fx = Effects().incrby(f"{tag}:n", 1)
     assert engine.apply_one(event, fx).applied
     assert engine.apply_one(event, fx).duplicate
-    assert own_client.get(engine.marker_key(event, fx)) == b"1"
+    assert own_client.get(engine.marker_key(event)) == b"1"
 
 
 def test_user_function_applies_and_partial_failure_is_undone(engine: EffectsEngine, own_client: redis.Redis, tag: str) -> None:
-    assert engine.apply_one(eid(), Effects().call("hset_then_incrby", keys=[f"{tag}:h", f"{tag}:c"], args=["f", "v", 2])).applied
+    assert engine.apply_one(ref(tag), Effects().call("hset_then_incrby", keys=[f"{tag}:h", f"{tag}:c"], args=["f", "v", 2])).applied
     assert own_client.hgetall(f"{tag}:h") == {b"f": b"v"} and own_client.get(f"{tag}:c") == b"2"
     own_client.set(f"{tag}:bad", "x")
     own_client.pexpire(f"{tag}:h", 500_000)
     at = own_client.pexpiretime(f"{tag}:h")
     result = engine.apply_one(
-        eid(), Effects().call("hset_then_incrby", keys=[f"{tag}:h", f"{tag}:bad"], args=["g", "w", 1])
+        ref(tag), Effects().call("hset_then_incrby", keys=[f"{tag}:h", f"{tag}:bad"], args=["g", "w", 1])
     )
     assert result.failed and result.op == "call" and "not an integer" in result.error
     assert own_client.hgetall(f"{tag}:h") == {b"f": b"v"}
@@ -183,23 +180,23 @@ def test_user_function_applies_and_partial_failure_is_undone(engine: EffectsEngi
 def test_user_function_refusal_and_runtime_error(engine: EffectsEngine, own_client: redis.Redis, tag: str) -> None:
     own_client.hset(f"{tag}:stock", "sku", 1)
     short = engine.apply_one(
-        eid(), Effects().hset(f"{tag}:order", "state", "reserved").call("reserve", keys=[f"{tag}:stock"], args=["sku", 5])
+        ref(tag), Effects().hset(f"{tag}:order", "state", "reserved").call("reserve", keys=[f"{tag}:stock"], args=["sku", 5])
     )
     assert short.failed and short.error.startswith("SHORT only 1 of sku")
     assert not own_client.exists(f"{tag}:order")
-    broken = engine.apply_one(eid(), Effects().call("broken_runtime", keys=[f"{tag}:x"]))
+    broken = engine.apply_one(ref(tag), Effects().call("broken_runtime", keys=[f"{tag}:x"]))
     assert broken.failed
     assert "broken_runtime.lua:3" in broken.error and "nil value" in broken.error
 
 
 def test_unknown_function_fails_before_sending(engine: EffectsEngine, tag: str) -> None:
-    result = engine.apply_one(eid(), Effects().call("no_such_function", keys=[f"{tag}:k"]))
+    result = engine.apply_one(ref(tag), Effects().call("no_such_function", keys=[f"{tag}:k"]))
     assert result.failed and result.command_index == 0 and "no_such_function" in result.error
 
 
-def test_mixed_slots_refused_with_keys_and_slots_named(engine: EffectsEngine, own_client: redis.Redis) -> None:
+def test_mixed_slots_refused_with_keys_and_slots_named(engine: EffectsEngine, own_client: redis.Redis, tag: str) -> None:
     fx = Effects().set("user:1", "a").set("user:2", "b")
-    result = engine.apply_one(eid(), fx)
+    result = engine.apply_one(ref(tag), fx)
     assert result.failed and result.cross_slot
     assert "'user:1' → slot" in result.error and "'user:2' → slot" in result.error and "hash tag" in result.error
     assert not own_client.exists("user:1", "user:2")
@@ -214,20 +211,20 @@ def test_xadd_trim_is_deferred_and_stream_counters_restored(engine: EffectsEngin
     own_client.xdel(stream, "5-0")
     info = own_client.xinfo_stream(stream)
     own_client.set(f"{tag}:s", "x")
-    failed = engine.apply_one(eid(), Effects().xadd(stream, {"new": 1}, maxlen=10).sadd(f"{tag}:s", "m"))
+    failed = engine.apply_one(ref(tag), Effects().xadd(stream, {"new": 1}, maxlen=10).sadd(f"{tag}:s", "m"))
     assert failed.failed
     after = own_client.xinfo_stream(stream)
     for field in ("length", "last-generated-id", "max-deleted-entry-id", "entries-added"):
         assert after[field] == info[field], field
-    assert engine.apply_one(eid(), Effects().xadd(stream, {"new": 1}, maxlen=10)).applied
+    assert engine.apply_one(ref(tag), Effects().xadd(stream, {"new": 1}, maxlen=10)).applied
     assert own_client.xlen(stream) < 300  # the approximate trim ran after success
 
 
 def test_large_batch_is_split_into_bounded_calls(own_client: redis.Redis, tag: str) -> None:
     engine = EffectsEngine(own_client, "g" + tag, functions_dir=None, batch_size=7)
-    events = [(eid(), Effects().sadd(f"{tag}:s", i).hincrby(f"{tag}:h", "n", 1)) for i in range(50)]
+    events = [(ref(tag), Effects().sadd(f"{tag}:s", i).hincrby(f"{tag}:h", "n", 1)) for i in range(50)]
     results = engine.apply(events)
-    assert all(r.applied for r in results) and [r.event_id for r in results] == [e for e, _ in events]
+    assert all(r.applied for r in results) and [r.event_id for r in results] == [e.id for e, _ in events]
     assert own_client.scard(f"{tag}:s") == 50 and own_client.hget(f"{tag}:h", "n") == b"50"
     assert all(r.duplicate for r in engine.apply(events))
 
@@ -236,15 +233,15 @@ def test_restart_between_calls_is_absorbed(fresh_redis) -> None:
     client = fresh_redis.client()
     engine = EffectsEngine(client, "g", functions_dir=FUNCTIONS_DIR)
     fx = Effects().incrby("{r}:n", 1)
-    first = eid()
+    first = ref("r")
     assert engine.apply_one(first, fx).applied
     fresh_redis.restart()  # script cache empty, data back from the AOF
     assert client.script_exists(engine.script.sha) == [False]
     assert engine.apply_one(first, fx).duplicate
-    assert engine.apply_one(eid(), fx).applied
+    assert engine.apply_one(ref("r"), fx).applied
     assert client.get("{r}:n") == b"2"
     client.script_flush()
-    assert engine.apply_one(eid(), fx.call("hset_then_incrby", keys=["{r}:h", "{r}:n"], args=["f", "v", 1])).applied
+    assert engine.apply_one(ref("r"), fx.call("hset_then_incrby", keys=["{r}:h", "{r}:n"], args=["f", "v", 1])).applied
     client.close()
 
 
@@ -258,13 +255,13 @@ def test_oom_with_noeviction_is_transient_and_changes_nothing(fresh_redis) -> No
     client.config_set("maxmemory", str(used - 1024 * 64))
     try:
         with pytest.raises(TransientEffectError) as refused:
-            engine.apply_one(eid(), Effects().set("{o}:new", "v").incrby("{o}:n", 1))
+            engine.apply_one(ref("o"), Effects().set("{o}:new", "v").incrby("{o}:n", 1))
         assert refused.value.reason == "OOM"
         assert not client.exists("{o}:new", "{o}:n")
         assert client.dbsize() == 1
     finally:
         client.config_set("maxmemory", "0")
-    assert engine.apply_one(eid(), Effects().set("{o}:new", "v")).applied
+    assert engine.apply_one(ref("o"), Effects().set("{o}:new", "v")).applied
     client.close()
 
 
@@ -290,12 +287,12 @@ def test_busy_server_is_transient(fresh_redis) -> None:
             except redis.ResponseError:
                 break
         with pytest.raises(TransientEffectError) as refused:
-            engine.apply_one(eid(), Effects().incrby("{b}:n", 1))
+            engine.apply_one(ref("b"), Effects().incrby("{b}:n", 1))
         assert refused.value.reason == "BUSY"
     finally:
         spin.join(timeout=10)
         other.close()
-    assert engine.apply_one(eid(), Effects().incrby("{b}:n", 1)).applied
+    assert engine.apply_one(ref("b"), Effects().incrby("{b}:n", 1)).applied
     client.close()
 
 
@@ -305,7 +302,7 @@ def test_connection_refused_is_transient() -> None:
     client = redis.Redis(host="127.0.0.1", port=free_port(), socket_connect_timeout=0.2, retry_on_error=[], retry=None)
     engine = EffectsEngine(client, "g", functions_dir=None)
     with pytest.raises(TransientEffectError) as refused:
-        engine.apply_one(eid(), Effects().incrby("{c}:n", 1))
+        engine.apply_one(ref("c"), Effects().incrby("{c}:n", 1))
     assert refused.value.reason == "connection"
 
 
@@ -330,4 +327,4 @@ def test_user_function_that_does_not_compile_is_named(own_client: redis.Redis, t
     (tmp_path / "bad_syntax.lua").write_text("-- comment\nlocal x = = 1\n")
     engine = EffectsEngine(own_client, "g", functions_dir=tmp_path)
     with pytest.raises(EffectEngineError, match=r"bad_syntax\.lua:2"):
-        engine.apply_one(eid(), Effects().call("ok", keys=["{c}:k"]))
+        engine.apply_one(ref("c"), Effects().call("ok", keys=["{c}:k"]))

@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from postbox.effects import EffectsEngine, Effects, aggregate_keys, check_durability, key_slot
+from postbox.effects import EffectsEngine, Effects, EventRef, aggregate_keys, check_durability, key_slot
 from tests.integration.conftest_effects import FUNCTIONS_DIR, redis_cluster  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.integration
@@ -18,10 +18,11 @@ def test_events_route_to_their_slots_nodes_once_each(redis_cluster) -> None:
     assert engine.cluster and engine.strict_slots and engine.layout.slot_aligned
     events = []
     for n in range(60):
-        k = aggregate_keys("order", f"{n}-{uuid.uuid4().hex[:6]}")
+        agg = f"{n}-{uuid.uuid4().hex[:6]}"
+        k = aggregate_keys("order", agg)
         fx = Effects().hset(k("state"), {"n": n}).hincrby(k("totals"), "paid", 5).xadd(k("log"), {"n": n}, maxlen=100)
         fx.call("hset_then_incrby", keys=[k("fn"), k("count")], args=["f", "v", 1])
-        events.append((str(uuid.uuid4()), fx, k))
+        events.append((EventRef.for_aggregate(str(uuid.uuid4()), "order", agg), fx, k))
     nodes = {client.get_node_from_key(k("state")).name for _, _, k in events}
     assert len(nodes) == 3  # the batch really spans the three masters
     results = engine.apply([(e, fx) for e, fx, _ in events])
@@ -31,7 +32,7 @@ def test_events_route_to_their_slots_nodes_once_each(redis_cluster) -> None:
     for e, fx, k in events:
         assert client.hget(k("totals"), "paid") == b"5"
         assert client.get(k("count")) == b"1"
-        marker = engine.marker_key(e, fx)
+        marker = engine.marker_key(e)
         assert key_slot(marker) == key_slot(k("state")) and client.exists(marker)
     client.close()
 
@@ -39,16 +40,17 @@ def test_events_route_to_their_slots_nodes_once_each(redis_cluster) -> None:
 def test_failure_is_undone_and_recorded_in_the_events_slot(redis_cluster) -> None:
     client = redis_cluster.client()
     engine = EffectsEngine(client, "billing", functions_dir=FUNCTIONS_DIR)
-    k = aggregate_keys("order", uuid.uuid4().hex)
+    agg = uuid.uuid4().hex
+    k = aggregate_keys("order", agg)
     client.set(k("str"), "x")
     fx = Effects().hset(k("state"), "s", "paid").sadd(k("str"), "boom")
-    event = str(uuid.uuid4())
+    event = EventRef.for_aggregate(str(uuid.uuid4()), "order", agg)
     result = engine.apply_one(event, fx)
     assert result.failed and result.command_index == 1 and result.error.startswith("WRONGTYPE")
     assert not client.exists(k("state"))
-    stream = engine.failures_key(event, fx)
+    stream = engine.failures_key(event)
     assert key_slot(stream) == key_slot(k("state"))
-    assert client.xrange(stream)[-1][1][b"event"] == event.encode()
+    assert client.xrange(stream)[-1][1][b"event"] == event.id.encode()
     client.close()
 
 
@@ -58,10 +60,11 @@ def test_mixed_slot_effect_is_refused_with_keys_and_slots(redis_cluster) -> None
     a, b = f"order:{uuid.uuid4().hex}:state", f"customer:{uuid.uuid4().hex}:orders"
     good = aggregate_keys("order", "fine")
     fx = Effects().hset(a, "s", "paid").sadd(b, "o1")
-    results = engine.apply([(str(uuid.uuid4()), fx), (str(uuid.uuid4()), Effects().incrby(good("n"), 1))])
+    routed = EventRef.routed(str(uuid.uuid4()), a)  # the event's slot is a's: b lies outside it
+    results = engine.apply([(routed, fx), (EventRef.for_aggregate(str(uuid.uuid4()), "order", "fine"), Effects().incrby(good("n"), 1))])
     bad, ok = results
     assert bad.failed and bad.cross_slot
-    assert f"'{a}' → slot {key_slot(a)}" in bad.error and f"'{b}' → slot {key_slot(b)}" in bad.error
+    assert f"'{b}' → slot {key_slot(b)}" in bad.error and f"expected slot {key_slot(a)}" in bad.error
     assert "hash tag" in bad.error
     assert ok.applied
     assert not client.exists(a) and not client.exists(b)
@@ -71,11 +74,13 @@ def test_mixed_slot_effect_is_refused_with_keys_and_slots(redis_cluster) -> None
 def test_script_cache_flush_on_one_node_is_absorbed(redis_cluster) -> None:
     client = redis_cluster.client()
     engine = EffectsEngine(client, "billing", functions_dir=None)
-    keys = [aggregate_keys("order", uuid.uuid4().hex) for _ in range(20)]
-    assert all(r.applied for r in engine.apply([(str(uuid.uuid4()), Effects().incrby(k("n"), 1)) for k in keys]))
+    aggs = [uuid.uuid4().hex for _ in range(20)]
+    keys = [aggregate_keys("order", a) for a in aggs]
+    refs = lambda: [EventRef.for_aggregate(str(uuid.uuid4()), "order", a) for a in aggs]  # noqa: E731
+    assert all(r.applied for r in engine.apply([(r, Effects().incrby(k("n"), 1)) for r, k in zip(refs(), keys)]))
     for server in redis_cluster.servers:
         server.client().script_flush()
-    assert all(r.applied for r in engine.apply([(str(uuid.uuid4()), Effects().incrby(k("n"), 1)) for k in keys]))
+    assert all(r.applied for r in engine.apply([(r, Effects().incrby(k("n"), 1)) for r, k in zip(refs(), keys)]))
     assert {client.get(k("n")) for k in keys} == {b"2"}
     client.close()
 
@@ -84,4 +89,21 @@ def test_cluster_durability_checks_every_primary(redis_cluster) -> None:
     client = redis_cluster.client()
     verdict = check_durability(client)
     assert verdict.durable and "3 primaries" in verdict.reason
+    client.close()
+
+
+def test_legacy_marker_is_read_when_in_the_events_slot_only(redis_cluster) -> None:
+    """Upgrade on a cluster (#12.1): one call reaches one slot, so a legacy marker is checked only
+    when it lies in the event's slot (documented limit); the event id's slot is another one."""
+    client = redis_cluster.client()
+    agg = uuid.uuid4().hex[:10]
+    k = aggregate_keys("order", agg)
+    in_slot, elsewhere = str(uuid.uuid4()), str(uuid.uuid4())
+    # written by the previous version: group 'billing:eu' unescaped, tag of the first key / the event id
+    client.set(f"postbox:{{order:{agg}}}:seen:billing:eu:{in_slot}", "1", px=600_000)
+    client.set(f"postbox:{{{elsewhere}}}:seen:billing:eu:{elsewhere}", "1", px=600_000)
+    engine = EffectsEngine(client, "billing:eu", functions_dir=None)
+    assert engine.apply_one(EventRef.for_aggregate(in_slot, "order", agg), Effects().incrby(k("n"), 1)).duplicate
+    assert engine.apply_one(EventRef.for_aggregate(elsewhere, "order", agg), Effects()).applied
+    assert client.get(k("n")) is None
     client.close()

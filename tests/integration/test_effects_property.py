@@ -23,7 +23,7 @@ import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from postbox.effects import Effects, EffectsEngine, Outcome
+from postbox.effects import Effects, EffectsEngine, EventRef, Outcome
 from tests.integration.conftest_effects import FUNCTIONS_DIR, own_redis  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.integration
@@ -221,7 +221,7 @@ def test_effects_are_all_or_nothing_and_equal_plain_commands(own_redis, priors, 
             starts.append(len(fx))
             build(fx, command, a)
         engine = EffectsEngine(client, "prop", functions_dir=FUNCTIONS_DIR)
-        result = engine.apply_one(str(uuid.uuid4()), fx)
+        result = engine.apply_one(EventRef(str(uuid.uuid4()), tag.strip("{}")), fx)
 
         if plain_failure is not None:
             assert result.outcome is Outcome.FAILED, (commands, plain_failure)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from postbox.effects import Effects, EffectsEngine, PermanentEffectError, aggregate_keys, check_durability
+from postbox.effects import Effects, EffectsEngine, EventRef, PermanentEffectError, aggregate_keys, check_durability
 from postbox.events import Event
 from postbox.testing import EffectsHarness, make_event
 
@@ -27,12 +27,13 @@ def test_engine_dedupes_on_the_stack(redis_client, unique: str) -> None:
     engine = EffectsEngine(redis_client, f"stack-{unique}", functions_dir=None)
     k = aggregate_keys("order", unique)
     fx = Effects().incrby(k("n"), 2)
+    ref = EventRef.for_aggregate(f"ev-{unique}", "order", unique)
     try:
-        assert engine.apply_one(f"ev-{unique}", fx).applied
-        assert engine.apply_one(f"ev-{unique}", fx).duplicate
+        assert engine.apply_one(ref, fx).applied
+        assert engine.apply_one(ref, fx).duplicate
         assert redis_client.get(k("n")) == b"2"
     finally:
-        redis_client.delete(k("n"), engine.marker_key(f"ev-{unique}", fx))
+        redis_client.delete(k("n"), engine.marker_key(ref))
 
 
 def test_harness_shows_a_redelivered_event_applied_once(settings, unique: str) -> None:
@@ -61,7 +62,7 @@ def test_harness_reports_failures_and_mixed_slots(admin_redis_url, unique: str) 
 
     with EffectsHarness(admin_redis_url) as h:
         with pytest.raises(PermanentEffectError, match="WRONGTYPE"):
-            h.deliver(bad_handler, make_event("X"))
+            h.deliver(bad_handler, make_event("X"), routing_key=lambda e: f"{{{unique}}}")
         assert not h.redis.exists(f"{{{unique}}}:s")
         assert h.failures()[-1]["op"] == "hincrby"
         with pytest.raises(PermanentEffectError, match="hash tag"):

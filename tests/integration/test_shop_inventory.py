@@ -8,6 +8,7 @@ import pytest
 
 from consumers.shop import inventory, keys
 from consumers.shop.keys import StockKeys
+from postbox.effects import key_slot
 from postbox.errors import PermanentEffectError
 from postbox.testing import EffectsHarness, make_event
 
@@ -96,5 +97,7 @@ def test_release_before_reserve_leaves_a_tombstone(harness: EffectsHarness) -> N
 
 
 def test_every_key_of_an_event_shares_one_slot(harness: EffectsHarness) -> None:
-    fx = harness.effects_of(inventory.app, placed("o5", ("A", 1)))
-    assert harness.engine.check_slots(fx) is not None       # one slot: cluster-ready
+    event = placed("o5", ("A", 1))
+    fx = harness.effects_of(inventory.app, event)
+    slot = harness.engine.check_slots(inventory.app.event_ref(event), fx)  # raises if a key lies outside
+    assert slot == key_slot(StockKeys().available)           # the routing key's slot: cluster-ready

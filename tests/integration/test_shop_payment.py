@@ -26,8 +26,8 @@ def test_charge_projection_applies_once_even_when_the_database_work_was_replayed
     event = make_event("OrderPlaced", {"order_id": "o1"}, aggregate_type="order", aggregate_id="o1")
     stored = Outcome("o1", "captured", 1250, "EUR", None, refunded=False, new=False)   # a redelivery's view
     handler = lambda e, fx: payment.project_charge(e, fx, stored)  # noqa: E731
-    assert harness.deliver(handler, event).applied
-    assert harness.deliver(handler, event).duplicate
+    assert harness.deliver(handler, event, routing_key=payment.shard_slot).applied
+    assert harness.deliver(handler, event, routing_key=payment.shard_slot).duplicate
     k = PaymentKeys("o1")
     assert harness.redis.hget(k.status, "o1") == b"captured"
     assert harness.redis.hmget(k.totals, "captured", "captured_cents") == [b"1", b"1250"]
@@ -39,5 +39,5 @@ def test_refund_and_void_projections(harness: EffectsHarness) -> None:
         ("o3", Outcome("o3", "voided", 0, "EUR", "x", False, True), b"voided"),
     ):
         event = make_event("OrderCancelled", {"order_id": order_id}, aggregate_type="order", aggregate_id=order_id)
-        harness.deliver(lambda e, fx, o=outcome: payment.project_refund(e, fx, o), event)
+        harness.deliver(lambda e, fx, o=outcome: payment.project_refund(e, fx, o), event, routing_key=payment.shard_slot)
         assert harness.redis.hget(PaymentKeys(order_id).status, order_id) == status

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from postbox.effects import Effects, EffectsEngine
+from postbox.effects import Effects, EffectsEngine, EventRef
 from postbox.effects.acl import CONSUMER_USER, SCRIPT_COMMANDS, consumer_commands, consumer_rules, key_patterns
 from postbox.effects.durability import check_server
 from postbox.stack.stack import LocalStack
@@ -76,7 +76,7 @@ def test_engine_applies_and_reports_durability_as_the_consumer_user(consumer) ->
     engine = EffectsEngine(consumer, f"acl-{uuid.uuid4().hex[:6]}")
     tag = uuid.uuid4().hex[:8]
     fx = Effects().hincrby(f"{{acl:{tag}}}:n", "f", 1).rpush(f"{{acl:{tag}}}:l", "a").xadd(f"{{acl:{tag}}}:s", {"a": "1"}, maxlen=10)
-    event = str(uuid.uuid4())
+    event = EventRef(str(uuid.uuid4()), f"acl:{tag}")
     assert engine.apply([(event, fx)])[0].applied
     assert engine.apply([(event, fx)])[0].duplicate
     verdict = check_server(consumer)

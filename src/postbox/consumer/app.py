@@ -21,6 +21,15 @@
     @app.catch_all
     def everything_else(event, fx): ...
 
+Routing: each event's dedupe marker (and, on Redis Cluster, the slot every key of its effects must
+be in) comes from the event's aggregate, the tag ``aggregate_keys(event.aggregate_type,
+event.aggregate_id)`` gives its keys. A handler that writes keys of another slot declares it::
+
+    @app.handler("payment", "PaymentCaptured", routing_key=lambda e: aggregate_keys("order", e.payload["order_id"])())
+
+Changing a handler's routing key moves its markers, like renaming the group: events the group
+applied before the change would apply again if redelivered (see docs/effects.md).
+
 A handler is ``handler(event: Event, fx: Effects) -> None``, sync or ``async``. It only *describes*
 what the event changes (on ``fx``); the runtime applies the descriptions of a whole batch through
 the effects engine, exactly once per group. Lookup order: exact (aggregate, event type), then the
@@ -41,7 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, Union
 
-from postbox.effects import Effects
+from postbox.effects import Effects, EventRef, RoutingKey, event_ref
 from postbox.errors import HandlerRegistrationError, NoHandlerError
 from postbox.events import Event
 
@@ -55,12 +64,18 @@ _NAME = re.compile(r"[A-Za-z0-9._\-]+\Z")
 
 @dataclass(frozen=True)
 class Route:
-    """One registration: ``aggregate_type``/``event_type`` may be ``"*"``."""
+    """One registration: ``aggregate_type``/``event_type`` may be ``"*"``; ``routing_key`` (None:
+    the event's aggregate) gives a key of the slot the handler's effects write."""
 
     aggregate_type: str
     event_type: str
     handler: Handler
     is_async: bool
+    routing_key: RoutingKey | None = None
+
+    def event_ref(self, event: Event) -> EventRef:
+        """The event's identity for the effects engine (id + routing tag) under this route."""
+        return event_ref(event, self.routing_key)
 
     @property
     def name(self) -> str:
@@ -99,11 +114,15 @@ class App:
 
     # -- registration ---------------------------------------------------------------------------
 
-    def handler(self, aggregate_type: str = ANY, event_type: str | Iterable[str] = ANY) -> Callable[[H], H]:
+    def handler(
+        self, aggregate_type: str = ANY, event_type: str | Iterable[str] = ANY, *, routing_key: RoutingKey | None = None
+    ) -> Callable[[H], H]:
         """Decorator: register a handler for ``aggregate_type`` and one or several event types.
 
         ``"*"`` matches anything; ``app.handler()`` alone is the catch-all. Registering the same
         pair twice raises :class:`HandlerRegistrationError` (a silent override hides bugs).
+        ``routing_key(event)``: a key of the slot the handler writes, when that is not the
+        event's aggregate (see the module docs).
         """
         types = [event_type] if isinstance(event_type, str) else list(event_type)
         if not types:
@@ -111,7 +130,7 @@ class App:
 
         def register(func: H) -> H:
             for et in types:
-                self.add(aggregate_type, et, func)
+                self.add(aggregate_type, et, func, routing_key=routing_key)
             return func
 
         return register
@@ -121,7 +140,7 @@ class App:
         self.add(ANY, ANY, func)
         return func
 
-    def add(self, aggregate_type: str, event_type: str, func: Handler) -> None:
+    def add(self, aggregate_type: str, event_type: str, func: Handler, *, routing_key: RoutingKey | None = None) -> None:
         """Register ``func`` (the non-decorator form of :meth:`handler`)."""
         for label, value in (("aggregate type", aggregate_type), ("event type", event_type)):
             if not isinstance(value, str) or not value or (value != ANY and not _NAME.match(value)):
@@ -129,7 +148,9 @@ class App:
                     f"{label} {value!r} for handler {_name(func)}: expected a name of letters, digits, '.', '_', '-' or '*'"
                 )
         _check_signature(func)
-        route = Route(aggregate_type, event_type, func, _is_async(func))
+        if routing_key is not None and not callable(routing_key):
+            raise HandlerRegistrationError(f"routing_key of handler {_name(func)} must be callable as routing_key(event)")
+        route = Route(aggregate_type, event_type, func, _is_async(func), routing_key)
         if aggregate_type == ANY and event_type == ANY:
             if self._catch_all is not None:
                 raise HandlerRegistrationError(
@@ -199,6 +220,10 @@ class App:
         result = route.handler(event, fx)
         if inspect.isawaitable(result):
             asyncio.run(_await(result))
+
+    def event_ref(self, event: Event) -> EventRef:
+        """The event's identity for the effects engine under the route that handles it."""
+        return self.route(event.aggregate_type, event.event_type).event_ref(event)
 
     def __repr__(self) -> str:
         return f"App({self.name!r}, {len(self._routes)} handler(s){', catch-all' if self._catch_all else ''})"

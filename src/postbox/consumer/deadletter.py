@@ -68,7 +68,7 @@ from postbox.consumer.dlq_record import (  # noqa: F401 - the contract's names, 
     reference_letter,
 )
 from postbox.kafka_config import KafkaProperties
-from postbox.effects import Effects, EffectsEngine
+from postbox.effects import EffectsEngine, EventRef
 from postbox.errors import DeadLetterError, TransientEffectError
 
 log = logging.getLogger("postbox.consumer.dlq")
@@ -250,7 +250,7 @@ class DeadLetters:
         pipe = engine.client.pipeline(transaction=False)
         for origin, event_id, failure in todo:
             anchor_id = event_id or f"{origin.topic}:{origin.partition}:{origin.offset}"
-            key = engine.failures_key(anchor_id, Effects())
+            key = engine.failures_key(EventRef(anchor_id, anchor_id))
             pipe.xadd(
                 key,
                 {

@@ -452,7 +452,7 @@ class ConsumerRuntime:
         started = time.perf_counter()
         try:
             try:
-                results = self.engine.apply([(i.event.id, i.fx) for i in to_apply])  # type: ignore[union-attr]
+                results = self.engine.apply([(i.route.event_ref(i.event), i.fx) for i in to_apply])  # type: ignore[union-attr]
                 durability = self.engine.durability()
             except (redis.ConnectionError, redis.TimeoutError) as exc:
                 raise TransientEffectError(f"Redis unreachable: {exc}", reason="connection") from exc

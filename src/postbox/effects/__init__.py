@@ -1,8 +1,10 @@
 """Redis effects: handlers describe changes as data; the engine applies them exactly once.
 
 - :class:`Effects` — the builder a handler fills (``fx.hset(...)``, ``fx.call(...)``, ...).
-- :class:`EffectsEngine` — applies ``[(event_id, Effects)]`` for a consumer group and returns one
+- :class:`EffectsEngine` — applies ``[(EventRef, Effects)]`` for a consumer group and returns one
   :class:`ApplyResult` per event (applied / duplicate / failed).
+- :class:`EventRef`, :func:`event_ref` — an event's identity for the engine: its id and routing tag
+  (the dedupe marker is a function of the group and this, never of the effects).
 - :func:`aggregate_keys`, :func:`hash_tag`, :func:`key_slot` — keys that share a cluster slot.
 - :func:`check_durability` — whether an acknowledged apply survives a crash.
 - Errors: :class:`TransientEffectError` (retry), :class:`PermanentEffectError` and
@@ -21,7 +23,7 @@ from postbox.effects.engine import (
     EffectsEngine,
     Outcome,
 )
-from postbox.effects.keys import KeyLayout, aggregate_keys, hash_tag, key_slot
+from postbox.effects.keys import EventRef, KeyLayout, RoutingKey, aggregate_keys, event_ref, hash_tag, key_slot
 from postbox.errors import (
     CrossSlotEffectError,
     EffectEngineError,
@@ -44,13 +46,16 @@ __all__ = [
     "EffectError",
     "Effects",
     "EffectsEngine",
+    "EventRef",
     "InvalidEffectError",
     "KeyLayout",
     "Outcome",
     "PermanentEffectError",
+    "RoutingKey",
     "TransientEffectError",
     "aggregate_keys",
     "check_durability",
+    "event_ref",
     "hash_tag",
     "key_slot",
 ]

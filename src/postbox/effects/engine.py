@@ -3,14 +3,16 @@
 ::
 
     engine = EffectsEngine(redis.Redis.from_url(settings.redis_url), group="billing")
-    results = engine.apply([(event.id, fx), ...])      # one ApplyResult per event, in order
+    results = engine.apply([(event_ref(event), fx), ...])  # one ApplyResult per event, in order
     for r in results:
         if r.failed: dead_letter(r)                      # permanent: already undone in Redis
     if engine.durability().durable: commit_offsets()
 
 How one call works: the engine packs up to ``batch_size`` events into one EVALSHA of
 ``lua/apply_effects.lua`` (values as ARGV). For each event the script checks the dedupe marker of
-(group, event id); a duplicate changes nothing; otherwise it runs the event's commands with
+(group, event) — its key comes from the group and the :class:`~postbox.effects.keys.EventRef` (id
+and routing tag), never from the effects; during the upgrade transition the legacy marker too —
+a duplicate changes nothing; otherwise it runs the event's commands with
 ``redis.pcall``, and on the first error undoes what the event changed, records the failure in the
 failure stream and reports it as a normal reply. On success it writes the marker with its TTL.
 Each event is atomic on its own (Redis runs a script to the end without interleaving anything);
@@ -23,9 +25,11 @@ whole batch is safe because events whose call did run come back as duplicates.
 
 Calls go out one at a time per hash-slot lane, so the events of one aggregate are applied in
 order even when a call must be retried (NOSCRIPT, MOVED). On Redis Cluster the events are grouped
-by slot (every key of an event, its marker and failure stream included, must share one — see
-:mod:`postbox.effects.keys`), and the calls of one round that go to the same node (different
-slots, so no order between them) are pipelined.
+by the slot of their routing tag (every key of an event, its marker and failure stream included,
+must be in that slot — see :mod:`postbox.effects.keys`; with ``strict_slots`` an effect key
+outside it fails the event before sending, naming the keys, their slots and the slot expected),
+and the calls of one round that go to the same node (different slots, so no order between them)
+are pipelined.
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ from redis.exceptions import (
 
 from postbox.effects.builder import EffectCommand, Effects
 from postbox.effects.durability import Durability, check_durability
-from postbox.effects.keys import KeyLayout, anchor_of, describe_slots, key_slot
+from postbox.effects.keys import EventRef, KeyLayout, describe_slots, key_slot, legacy_anchor
 from postbox.effects.script import ApplyScript, build_script, default_functions_dir
 from postbox.errors import (
     CrossSlotEffectError,
@@ -73,7 +77,7 @@ DEFAULT_BATCH_SIZE = 128
 MAX_CALL_ARGS = 20_000
 MAX_CALL_BYTES = 4 * 1024 * 1024
 DEFAULT_FAILURES_MAXLEN = 10_000
-_PROTOCOL = b"1"
+_PROTOCOL = b"2"
 _ATTEMPTS = 3
 _TRANSIENT_CODES = (
     "OOM", "BUSY", "LOADING", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY",
@@ -145,6 +149,8 @@ class _Event:
     event_id: str
     commands: tuple[EffectCommand, ...]
     marker: bytes
+    #: The legacy-layout marker also checked (None: transition off, same key, or another slot).
+    legacy: bytes | None
     failures: bytes
     slot: int
     args: int
@@ -161,13 +167,18 @@ class _Call:
 
 
 class EffectsEngine:
-    """Applies batches of ``(event_id, Effects)`` for one consumer group. See the module docs.
+    """Applies batches of ``(EventRef, Effects)`` for one consumer group. See the module docs.
 
     ``client`` is a ``redis.Redis`` or ``redis.RedisCluster`` (bytes replies, i.e. without
     ``decode_responses``). ``slot_aligned`` puts failure streams in the event's slot (default: on
-    for a cluster); ``strict_slots`` refuses mixed-slot events (default: on for a cluster; the
-    test harness turns it on everywhere so handlers are cluster-ready from the start).
-    ``functions_dir`` holds the user effect functions (default: ``POSTBOX_LUA_DIR``, else ``./consumers/lua``).
+    for a cluster); ``strict_slots`` refuses events with an effect key outside the event's slot
+    (default: on for a cluster; the test harness turns it on everywhere so handlers are
+    cluster-ready from the start). ``functions_dir`` holds the user effect functions (default:
+    ``POSTBOX_LUA_DIR``, else ``./consumers/lua``). ``legacy_markers`` (default on): also treat an
+    event as a duplicate when its marker exists under the layout of postbox before the marker
+    identity change (derived from the event's effects as that version did; on a cluster only when
+    that key is in the event's slot) — leave it on until every record a group may redeliver was
+    consumed by this version (one marker TTL), then turn it off to save its cost (see bench/effects.py).
     """
 
     def __init__(
@@ -184,6 +195,7 @@ class EffectsEngine:
         strict_slots: bool | None = None,
         waitaof_timeout: timedelta = timedelta(seconds=5),
         durability_refresh_s: float = 60.0,
+        legacy_markers: bool = True,
     ) -> None:
         if getattr(client, "get_encoder", None) and client.get_encoder().decode_responses:
             raise EffectEngineError("the Redis client decodes responses; postbox needs bytes replies (decode_responses=False)")
@@ -196,6 +208,7 @@ class EffectsEngine:
         self.cluster = isinstance(client, redis.RedisCluster)
         self.layout = KeyLayout(namespace, group, slot_aligned=self.cluster if slot_aligned is None else slot_aligned)
         self.strict_slots = self.cluster if strict_slots is None else strict_slots
+        self.legacy_markers = legacy_markers
         self.batch_size = batch_size
         self.marker_ttl_ms = round(marker_ttl / timedelta(milliseconds=1))
         self.failures_maxlen = failures_maxlen
@@ -214,8 +227,11 @@ class EffectsEngine:
 
     # -- public API -------------------------------------------------------------------------
 
-    def apply(self, events: Iterable[tuple[str, Effects]]) -> list[ApplyResult]:
+    def apply(self, events: Iterable[tuple[EventRef, Effects]]) -> list[ApplyResult]:
         """Apply events in order; one :class:`ApplyResult` per event, in input order.
+
+        Each event is an :class:`EventRef` (id + routing tag: build it with
+        :func:`~postbox.effects.keys.event_ref`) and the :class:`Effects` its handler described.
 
         Raises :class:`TransientEffectError` when Redis refused or could not be reached (retry the
         same batch later), :class:`EffectEngineError` for an unexpected error reply. Permanent
@@ -223,16 +239,16 @@ class EffectsEngine:
         """
         results: list[ApplyResult | None] = []
         lanes: dict[int, list[_Event]] = {}
-        for index, (event_id, effects) in enumerate(events):
+        for index, (ref, effects) in enumerate(events):
             results.append(None)
-            prepared = self._prepare(index, event_id, effects)
+            prepared = self._prepare(index, ref, effects)
             if isinstance(prepared, ApplyResult):
                 results[index] = prepared
             else:
                 lanes.setdefault(prepared.slot if self.cluster else 0, []).append(prepared)
         if lanes:
             waitaof = self.durability().method == "waitaof"
-            queues = [self._calls(lane) for lane in lanes.values()]
+            queues = [self._calls(lane, waitaof) for lane in lanes.values()]
             for round_no in range(max(len(q) for q in queues)):
                 batch = [q[round_no] for q in queues if round_no < len(q)]
                 self._execute(batch, waitaof)
@@ -241,9 +257,9 @@ class EffectsEngine:
                         results[event.index] = self._result(event, reply)
         return results  # type: ignore[return-value]
 
-    def apply_one(self, event_id: str, effects: Effects) -> ApplyResult:
+    def apply_one(self, ref: EventRef, effects: Effects) -> ApplyResult:
         """Apply one event (one round trip)."""
-        return self.apply([(event_id, effects)])[0]
+        return self.apply([(ref, effects)])[0]
 
     def durability(self, *, refresh: bool = False) -> Durability:
         """Whether acknowledged applies are durable (checked once a minute; see ``durability``)."""
@@ -264,32 +280,41 @@ class EffectsEngine:
             self._load(client)
         return self.script.sha
 
-    def marker_key(self, event_id: str, effects: Effects) -> bytes:
-        """The dedupe marker key of ``event_id`` with these effects (for inspection and tests)."""
-        return self.layout.marker(event_id.encode("utf-8"), anchor_of(effects.keys(), event_id.encode("utf-8")))
+    def marker_key(self, ref: EventRef) -> bytes:
+        """The dedupe marker key of the event (for inspection and tests): group and event only."""
+        return self.layout.marker(ref.id.encode("utf-8"), ref.tag_bytes)
 
-    def failures_key(self, event_id: str, effects: Effects) -> bytes:
-        """The failure stream an event with these effects reports to."""
-        return self.layout.failures(anchor_of(effects.keys(), event_id.encode("utf-8")))
+    def legacy_marker_key(self, ref: EventRef, effects: Effects) -> bytes:
+        """The marker key the layout before the identity change gave this event with these effects."""
+        eid = ref.id.encode("utf-8")
+        return self.layout.legacy_marker(eid, legacy_anchor(effects.keys(), eid))
 
-    def check_slots(self, effects: Effects) -> int | None:
-        """The one slot of ``effects``' keys (None without keys); :class:`CrossSlotEffectError` if several."""
-        keys = effects.keys()
-        slots = {key_slot(k) for k in keys}
-        if len(slots) > 1:
-            raise CrossSlotEffectError(_cross_slot_message(keys), fix=_CROSS_SLOT_FIX)
-        return slots.pop() if slots else None
+    def failures_key(self, ref: EventRef) -> bytes:
+        """The failure stream the event reports to."""
+        return self.layout.failures(ref.tag_bytes)
+
+    def check_slots(self, ref: EventRef, effects: Effects) -> int:
+        """The event's slot; :class:`CrossSlotEffectError` if an effect key lies outside it."""
+        slot = ref.slot
+        outside = [k for k in effects.keys() if key_slot(k) != slot]
+        if outside:
+            raise CrossSlotEffectError(_outside_slot_message(ref, outside, slot), fix=_CROSS_SLOT_FIX)
+        return slot
 
     # -- preparing and packing ----------------------------------------------------------------
 
-    def _prepare(self, index: int, event_id: str, effects: Effects) -> _Event | ApplyResult:
-        if not isinstance(event_id, str) or not event_id:
-            raise InvalidEffectError(f"event #{index}: the event id must be a non-empty str, got {event_id!r:.60}")
+    def _prepare(self, index: int, ref: EventRef, effects: Effects) -> _Event | ApplyResult:
+        if not isinstance(ref, EventRef) or not isinstance(ref.id, str) or not ref.id:
+            raise InvalidEffectError(
+                f"event #{index}: expected an EventRef with a non-empty id, got {ref!r:.80}",
+                fix="pass postbox.effects.event_ref(event) (or EventRef(event_id, routing_tag)) with the effects",
+            )
+        event_id = ref.id
         if not isinstance(effects, Effects):
             raise InvalidEffectError(f"event {event_id}: expected an Effects, got {type(effects).__name__}")
         commands = effects.commands
         keys: dict[bytes, None] = {}
-        args = 4
+        args = 5
         size = 0
         for i, command in enumerate(commands):
             if command.op == "call" and command.args[0].decode() not in self.script.functions:
@@ -305,18 +330,33 @@ class EffectsEngine:
             for arg in command.args:
                 size += len(arg)
             args += 3 + len(command.keys) + len(command.args)
-        if self.strict_slots and len(keys) > 1 and len({key_slot(k) for k in keys}) > 1:
-            return ApplyResult(
-                event_id, Outcome.FAILED, None, None, None,
-                _cross_slot_message(list(keys)) + "; " + _CROSS_SLOT_FIX, "permanent", cross_slot=True,
-            )  # fmt: skip
         eid = event_id.encode("utf-8")
-        anchor = anchor_of(keys, eid)
-        marker = self.layout.marker(eid, anchor)
-        slot = key_slot(marker) if self.cluster else 0
-        return _Event(index, event_id, commands, marker, self.layout.failures(anchor), slot, args, size + 2 * len(marker))
+        marker = self.layout.marker(eid, ref.tag_bytes)
+        slot = key_slot(marker)
+        if self.strict_slots:
+            outside = [k for k in keys if key_slot(k) != slot]
+            if outside:
+                return ApplyResult(
+                    event_id, Outcome.FAILED, None, None, None,
+                    _outside_slot_message(ref, outside, slot) + "; " + _CROSS_SLOT_FIX, "permanent", cross_slot=True,
+                )  # fmt: skip
+        legacy = self._legacy_marker(eid, keys, marker, slot)
+        size += 2 * len(marker) + (len(legacy) if legacy else 0)
+        failures = self.layout.failures(ref.tag_bytes)
+        return _Event(index, event_id, commands, marker, legacy, failures, slot if self.cluster else 0, args, size)
 
-    def _calls(self, lane: list[_Event]) -> list[_Call]:
+    def _legacy_marker(self, eid: bytes, keys: Iterable[bytes], marker: bytes, slot: int) -> bytes | None:
+        """The legacy-layout marker to check too, or None: transition off, the same key as the
+        current marker (handlers keyed by their aggregate, groups without ``%``/``:``), or on a
+        cluster a key outside the event's slot (one call cannot read it: documented limit)."""
+        if not self.legacy_markers:
+            return None
+        legacy = self.layout.legacy_marker(eid, legacy_anchor(keys, eid))
+        if legacy == marker or (self.cluster and key_slot(legacy) != slot):
+            return None
+        return legacy
+
+    def _calls(self, lane: list[_Event], waitaof: bool) -> list[_Call]:
         calls: list[_Call] = []
         current: list[_Event] = []
         args = size = 0
@@ -324,17 +364,20 @@ class EffectsEngine:
             if current and (
                 len(current) >= self.batch_size or args + event.args > MAX_CALL_ARGS or size + event.size > MAX_CALL_BYTES
             ):
-                calls.append(self._encode(current))
+                calls.append(self._encode(current, waitaof))
                 current, args, size = [], 0, 0
             current.append(event)
             args += event.args
             size += event.size
         if current:
-            calls.append(self._encode(current))
+            calls.append(self._encode(current, waitaof))
         return calls
 
-    def _encode(self, events: list[_Event]) -> _Call:
-        """Pack events into KEYS and ARGV (layout documented at the top of apply_effects.lua)."""
+    def _encode(self, events: list[_Event], waitaof: bool = False) -> _Call:
+        """Pack events into KEYS and ARGV (layout documented at the top of apply_effects.lua).
+
+        ``waitaof``: the call is followed by WAITAOF on its connection, so a duplicate must write
+        (touch its marker) for the wait to cover the marker it relied on."""
         index: dict[bytes, bytes] = {}
         keys: list[bytes] = []
 
@@ -345,9 +388,10 @@ class EffectsEngine:
                 found = index[key] = _num(len(keys))
             return found
 
-        argv: list[bytes | str] = [*self._header, _num(len(events))]
+        argv: list[bytes | str] = [*self._header, b"1" if waitaof else b"0", _num(len(events))]
         for event in events:
-            argv += (event.event_id, ref(event.marker), ref(event.failures), _num(len(event.commands)))
+            legacy = ref(event.legacy) if event.legacy is not None else b"0"
+            argv += (event.event_id, ref(event.marker), legacy, ref(event.failures), _num(len(event.commands)))
             for command in event.commands:
                 argv.append(command.op)
                 argv.append(_num(len(command.keys)))
@@ -489,13 +533,17 @@ class EffectsEngine:
 
 
 _CROSS_SLOT_FIX = (
-    "give every key of one event the same hash tag, e.g. keys from "
-    "postbox.effects.aggregate_keys(event.aggregate_type, event.aggregate_id), like '{order:42}:state'"
+    "give every key of one event the event's hash tag: keys from "
+    "postbox.effects.aggregate_keys(event.aggregate_type, event.aggregate_id), like '{order:42}:state', "
+    "or declare the handler's routing key (@app.handler(..., routing_key=lambda event: <a key of its slot>))"
 )
 
 
-def _cross_slot_message(keys: list[bytes]) -> str:
-    return f"the keys of one event's effects span several Redis Cluster hash slots ({describe_slots(keys)})"
+def _outside_slot_message(ref: EventRef, keys: list[bytes], slot: int) -> str:
+    return (
+        f"event {ref.id}: effect keys outside the event's Redis Cluster hash slot {slot} "
+        f"(routing tag {ref.tag[:60]!r}): {describe_slots(keys)}; expected slot {slot}"
+    )
 
 
 _NUMS = [str(i).encode() for i in range(4096)]

@@ -8,20 +8,52 @@ share a slot: give them a common hash tag, e.g. with :func:`aggregate_keys`::
     k = aggregate_keys("order", event.aggregate_id)      # tag {order:<id>}
     fx.hset(k("state"), {"status": "paid"}).sadd(k("items"), "sku-1")
 
-The dedupe marker and the failure stream of the event then borrow the same tag (the event's
-*anchor*, see :func:`anchor_of`), so the whole apply is one slot. Marker names are the same on a
-single server and on a cluster, so moving to a cluster keeps every marker valid.
+**The marker's identity is the consumer group and the event, never the effects.** Each event is
+given to the engine as an :class:`EventRef`: its id plus its *routing tag*, the hash-tag text its
+keys share. By default that is the aggregate's tag exactly as :func:`aggregate_keys` makes it
+(``order:42`` for aggregate type ``order``, id ``42``); a handler whose keys live elsewhere
+declares a *routing key* (any key of the slot it writes, see :func:`event_ref`). The marker is::
+
+    <ns>:{<routing tag>}:seen:<group, escaped>:<event id>
+
+so on Redis Cluster the marker, the failure stream and the handler's keys share one slot, and a
+handler that returns other effects on redelivery (another order, more or fewer keys, none) still
+meets the same marker. Changing a handler's routing key moves its markers, like renaming the
+group: events already applied under the old key would apply again.
+
+- A routing tag that cannot sit between braces (empty, holding ``}``, or longer than
+  :data:`MAX_TAG_BYTES`, e.g. a 2 MB aggregate id) is replaced by the slot's canonical short tag
+  (:func:`slot_tag`): same slot, short key.
+- The group is escaped (``%`` → ``%25``, ``:`` → ``%3A``), so ``seen:<group>:<id>`` is unambiguous:
+  group ``a:b`` with id ``c`` and group ``a`` with id ``b:c`` no longer share a key. A group
+  without ``%`` or ``:`` is written as is.
+- Marker names are the same on a single server and on a cluster, so moving to a cluster keeps
+  every marker valid.
+
+**Legacy layout** (before this version): the tag was the hashed part of the event's *first effect
+key* (or the event id when it had none), the group unescaped — see :func:`legacy_anchor` and
+:meth:`KeyLayout.legacy_marker`. The engine checks that key too during a transition period
+(``legacy_markers``), so an upgrade does not apply events already marked under it again.
 """
 
 from __future__ import annotations
 
 from binascii import crc_hqx
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
+
 
 from postbox.errors import InvalidEffectError
 
+if TYPE_CHECKING:
+    from postbox.events import Event
+
 SLOTS = 16384
+#: Longest routing tag written into a key as is; a longer one (a huge aggregate id) is replaced
+#: by the slot's canonical tag so markers stay short.
+MAX_TAG_BYTES = 256
 
 
 def hashed_part(key: bytes) -> bytes:
@@ -61,11 +93,71 @@ def slot_tag(slot: int) -> bytes:
     return _slot_tags()[slot]
 
 
-def anchor_of(keys: Iterable[bytes], fallback: bytes) -> bytes:
-    """The hash tag text the marker and failure stream of an event use: the hashed part of its
-    first key, so they land in that key's slot. ``fallback`` (the event id) anchors an event
-    without keys. A hashed part holding ``}`` (a key without a tag, such as ``a}b``) cannot be
-    written between braces; the slot's canonical tag (:func:`slot_tag`) stands in for it."""
+def tag_text(text: str | bytes) -> bytes:
+    """The text written between braces for a routing tag: ``text`` itself when it can sit there
+    (non-empty, no ``}``, at most :data:`MAX_TAG_BYTES`), else the canonical tag of its slot, so
+    the key still lands in the slot a ``{<text>}`` key would."""
+    raw = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+    if raw and b"}" not in raw and len(raw) <= MAX_TAG_BYTES:
+        return raw
+    return slot_tag(crc_hqx(raw, 0) % SLOTS)
+
+
+@dataclass(frozen=True, slots=True)
+class EventRef:
+    """What the engine needs to know of an event: its id (the dedupe key) and its routing tag.
+
+    ``tag`` is hash-tag text (no braces): by default ``<aggregate_type>:<aggregate_id>``, the tag
+    :func:`aggregate_keys` gives the aggregate's keys. Build it with :func:`event_ref`, or
+    :meth:`for_aggregate` / :meth:`routed` when there is no :class:`~postbox.events.Event`.
+    """
+
+    id: str
+    tag: str
+
+    @classmethod
+    def for_aggregate(cls, event_id: str, aggregate_type: str, aggregate_id: str | int) -> "EventRef":
+        """The default: the aggregate's tag, ``order:42``."""
+        return cls(event_id, f"{aggregate_type}:{aggregate_id}")
+
+    @classmethod
+    def routed(cls, event_id: str, routing_key: str | bytes) -> "EventRef":
+        """Route by a key: the event's slot is that key's slot (its hash tag, or the whole key)."""
+        raw = routing_key.encode("utf-8") if isinstance(routing_key, str) else routing_key
+        return cls(event_id, hashed_part(raw).decode("utf-8", "surrogateescape"))
+
+    @property
+    def slot(self) -> int:
+        """The hash slot of the event's marker, failure stream and (on a cluster) effects."""
+        return key_slot(b"{" + tag_text(self.tag_bytes) + b"}")
+
+    @property
+    def tag_bytes(self) -> bytes:
+        return self.tag.encode("utf-8", "surrogateescape")
+
+
+#: A handler's routing key: given the event, a key of the slot its effects write.
+RoutingKey = Callable[["Event"], "str | bytes"]
+
+
+def event_ref(event: "Event", routing_key: RoutingKey | None = None) -> EventRef:
+    """The :class:`EventRef` of ``event``: routed by ``routing_key(event)`` when the handler
+    declares one, else by its aggregate (``<aggregate_type>:<aggregate_id>``)."""
+    if routing_key is None:
+        return EventRef.for_aggregate(event.id, event.aggregate_type, event.aggregate_id)
+    key = routing_key(event)
+    if not isinstance(key, (str, bytes)) or not key:
+        raise InvalidEffectError(
+            f"event {event.id}: the handler's routing key returned {key!r:.80}, expected a non-empty key (str)",
+            fix="return a key of the slot the handler writes, e.g. aggregate_keys('customer', cid)('state')",
+        )
+    return EventRef.routed(event.id, key)
+
+
+def legacy_anchor(keys: Iterable[bytes], fallback: bytes) -> bytes:
+    """The marker tag of the legacy layout (read during the upgrade transition only): the hashed
+    part of the event's first effect key, or ``fallback`` (the event id) without keys; the slot's
+    canonical tag when that text cannot sit between braces."""
     for key in keys:
         part = hashed_part(key)
         if b"}" in part or not part:
@@ -74,12 +166,21 @@ def anchor_of(keys: Iterable[bytes], fallback: bytes) -> bytes:
     return fallback if b"}" not in fallback and fallback else slot_tag(key_slot(fallback))
 
 
+def escape_group(group: bytes) -> bytes:
+    """``%`` → ``%25`` and ``:`` → ``%3A``: the group never holds the separator of the marker key."""
+    return group.replace(b"%", b"%25").replace(b":", b"%3A")
+
+
 class KeyLayout:
     """Names of postbox's own keys for one consumer group.
 
-    - dedupe marker: ``<ns>:{<anchor>}:seen:<group>:<event id>`` (string, TTL = marker TTL)
+    - dedupe marker: ``<ns>:{<tag>}:seen:<escaped group>:<event id>`` (string ``1``, TTL = marker
+      TTL); ``<tag>`` is :func:`tag_text` of the event's routing tag, the group escaped by
+      :func:`escape_group` (the id is last, so it may hold anything).
+    - legacy marker (read only, during the upgrade transition):
+      ``<ns>:{<legacy anchor>}:seen:<group>:<event id>``, see :func:`legacy_anchor`.
     - failure stream: ``<ns>:failures:<group>`` on a single server (one stream to read), or
-      ``<ns>:{<anchor>}:failures:<group>`` when ``slot_aligned`` (Redis Cluster: it must share the
+      ``<ns>:{<tag>}:failures:<group>`` when ``slot_aligned`` (Redis Cluster: it must share the
       event's slot); capped with MAXLEN ~ and expiring after the marker TTL without failures.
     """
 
@@ -90,14 +191,24 @@ class KeyLayout:
             raise InvalidEffectError("consumer group name is empty")
         self.namespace = namespace.encode("utf-8")
         self.group = group.encode("utf-8")
+        self._escaped_group = escape_group(self.group)
         self.slot_aligned = slot_aligned
 
-    def marker(self, event_id: bytes, anchor: bytes) -> bytes:
+    def marker(self, event_id: bytes, tag: bytes) -> bytes:
+        """The marker of ``event_id`` routed by ``tag`` (any routing tag; made safe here)."""
+        return b"%s:{%s}:seen:%s:%s" % (self.namespace, tag_text(tag), self._escaped_group, event_id)
+
+    def legacy_marker(self, event_id: bytes, anchor: bytes) -> bytes:
+        """The marker key of the legacy layout (``anchor`` from :func:`legacy_anchor`)."""
         return b"%s:{%s}:seen:%s:%s" % (self.namespace, anchor, self.group, event_id)
 
-    def failures(self, anchor: bytes) -> bytes:
+    def marker_pattern(self, event_id: bytes) -> bytes:
+        """A SCAN pattern matching the event's marker under any tag (current layout)."""
+        return b"%s:*:seen:%s:%s" % (self.namespace, _glob_escape(self._escaped_group), _glob_escape(event_id))
+
+    def failures(self, tag: bytes) -> bytes:
         if self.slot_aligned:
-            return b"%s:{%s}:failures:%s" % (self.namespace, anchor, self.group)
+            return b"%s:{%s}:failures:%s" % (self.namespace, tag_text(tag), self.group)
         return b"%s:failures:%s" % (self.namespace, self.group)
 
     def failures_pattern(self) -> bytes:
@@ -129,7 +240,8 @@ def aggregate_keys(aggregate_type: str, aggregate_id: str | int):
     """A key maker whose keys all carry the tag ``{<aggregate_type>:<aggregate_id>}``.
 
     ``aggregate_keys("order", 42)("state")`` is ``"{order:42}:state"``; with no parts the tag alone.
-    Every key made by one maker shares one slot with the event's marker and failure stream.
+    Every key made by one maker shares one slot with the marker and failure stream of the
+    aggregate's events (their default routing tag is the same text, ``order:42``).
     """
     tag = hash_tag(aggregate_type, aggregate_id)
 

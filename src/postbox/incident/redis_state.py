@@ -1,10 +1,12 @@
 """What Redis knows about an event for a consumer group: its dedupe marker and its failure records.
 
-The marker ``postbox:{<anchor>}:seen:<group>:<event id>`` exists once the group applied the event
-(it is written in the same script as the effects) and expires after the group's marker TTL. The
-anchor is the hash tag of the event's first effect key; handlers built with ``aggregate_keys``
-use ``<aggregate_type>:<aggregate_id>``, events without keys use the event id. Other anchors are
-found with a bounded ``SCAN MATCH postbox:*:seen:<group>:<event id>``.
+The marker ``postbox:{<routing tag>}:seen:<group, escaped>:<event id>`` exists once the group
+applied the event (it is written in the same script as the effects) and expires after the group's
+marker TTL; the layout is :class:`postbox.effects.keys.KeyLayout`'s. The routing tag is the event's
+aggregate, ``<aggregate_type>:<aggregate_id>``, unless the handler declares a routing key; markers
+under other tags are found with a bounded ``SCAN MATCH postbox:*:seen:<group>:<event id>``. Markers
+written before the marker identity change (legacy layout: the tag of the event's first effect key,
+or the event id; the group unescaped) are looked up too.
 
 The marker's value carries no time, but its remaining TTL does: applied ≈ now − (TTL − PTTL).
 """
@@ -68,7 +70,7 @@ def iso(dt: datetime | None) -> str | None:
 class Marker:
     key: str
     ttl_ms: int | None  # remaining; None when the key has no TTL
-    found_by: str  # "aggregate" | "event-id" | "scan"
+    found_by: str  # "aggregate" | "legacy-aggregate" | "legacy-event-id" | "scan"
 
     def applied_at(self, ttl: timedelta, now: datetime | None = None) -> datetime | None:
         if self.ttl_ms is None:
@@ -122,12 +124,15 @@ class RedisState:
 
     def candidate_markers(self, group: str, event_id: str, anchors: list[str]) -> list[tuple[str, str]]:
         layout = self._layout(group)
-        out = []
-        for label, anchor in [("aggregate", a) for a in anchors] + [("event-id", event_id)]:
-            if not anchor or "}" in anchor:
-                continue
-            out.append((label, layout.marker(event_id.encode(), anchor.encode()).decode()))
-        return out
+        eid = event_id.encode()
+        out = [("aggregate", layout.marker(eid, a.encode()).decode()) for a in anchors]
+        for label, anchor in [("legacy-aggregate", a) for a in anchors] + [("legacy-event-id", event_id)]:
+            if anchor and "}" not in anchor:
+                out.append((label, layout.legacy_marker(eid, anchor.encode()).decode()))
+        first: dict[str, str] = {}
+        for label, key in out:
+            first.setdefault(key, label)  # the current layout's label wins when both give one key
+        return [(label, key) for key, label in first.items()]
 
     def find_marker(self, group: str, event_id: str, anchors: list[str]) -> Marker | None:
         """The group's marker for the event under the anchor-derived keys (see :meth:`scan_marker`)."""
@@ -148,28 +153,41 @@ class RedisState:
         self, group: str, event_id: str, *, max_keys: int = DEFAULT_SCAN_KEYS,
         progress: Callable[[int, int | None], None] | None = None,
     ) -> tuple[Marker | None, int, bool]:
-        """Bounded SCAN for the marker under any anchor: (marker, keys scanned, complete)."""
-        pattern = b"%s:*:seen:%s:%s" % (
-            self.namespace.encode(), _glob_escape(group.encode()), _glob_escape(event_id.encode()),
-        )
+        """Bounded SCAN for the marker under any tag: (marker, keys scanned, complete). A group
+        whose escaped name differs (it holds ``:`` or ``%``) is scanned for the legacy name too."""
+        eid = event_id.encode()
+        patterns = dict.fromkeys([
+            self._layout(group).marker_pattern(eid),
+            b"%s:*:seen:%s:%s" % (self.namespace.encode(), _glob_escape(group.encode()), _glob_escape(eid)),
+        ])
         try:
             total = int(self.client.dbsize())
-            cursor, scanned = 0, 0
-            while True:
-                cursor, keys = self.client.scan(cursor=cursor, match=pattern, count=10_000)
-                scanned += 10_000
-                for key in keys:
-                    pttl = self.client.pttl(key)
-                    if pttl != -2:
-                        return Marker(key.decode("utf-8", "backslashreplace"), pttl if pttl >= 0 else None, "scan"), min(scanned, total), True
-                if progress is not None:
-                    progress(min(scanned, total), total)
-                if cursor == 0:
-                    return None, total, True
-                if scanned >= max_keys:
-                    return None, scanned, False
+            scanned = 0
+            for pattern in patterns:
+                found, scanned, complete = self._scan(pattern, scanned, max_keys, total, progress)
+                if found is not None or not complete:
+                    return found, scanned, complete
+            return None, total, True
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             raise IncidentError(f"Redis at {redact_url(self.url)} is unreachable ({exc})", fix="check POSTBOX_REDIS_URL / --redis-url") from None
+
+    def _scan(
+        self, pattern: bytes, scanned: int, max_keys: int, total: int, progress: Callable[[int, int | None], None] | None,
+    ) -> tuple[Marker | None, int, bool]:
+        cursor = 0
+        while True:
+            cursor, keys = self.client.scan(cursor=cursor, match=pattern, count=10_000)
+            scanned += 10_000
+            for key in keys:
+                pttl = self.client.pttl(key)
+                if pttl != -2:
+                    return Marker(key.decode("utf-8", "backslashreplace"), pttl if pttl >= 0 else None, "scan"), min(scanned, total), True
+            if progress is not None:
+                progress(min(scanned, total), total)
+            if cursor == 0:
+                return None, scanned, True
+            if scanned >= max_keys:
+                return None, scanned, False
 
     def failures(self, group: str, event_id: str, anchors: list[str], max_entries: int = FAILURE_SCAN_ENTRIES) -> list[FailureRecord]:
         """Failure-stream records of the event for the group (single-server and slot-aligned streams)."""

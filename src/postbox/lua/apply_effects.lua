@@ -20,10 +20,26 @@
 -- EVALSHA sha #KEYS key... arg...
 --   KEYS  every key the batch touches (effect keys, dedupe markers, failure streams), each once;
 --         commands below refer to keys by their position in KEYS.
---   ARGV  header:   protocol, group, marker_ttl_ms, failures_maxlen, failures_ttl_ms, event_count
---         per event: event_id, marker_key_index, failures_key_index, command_count
+--   ARGV  header:   protocol, group, marker_ttl_ms, failures_maxlen, failures_ttl_ms,
+--                   sync_duplicates ("1": the client sends WAITAOF after this call), event_count
+--         per event: event_id, marker_key_index, legacy_marker_key_index ("0": none),
+--                    failures_key_index, command_count
 --         per command: op, key_count, key_index..., arg_count, arg...
 --   Values only ever travel in ARGV; no value is part of this source.
+--
+-- Key layout (made by src/postbox/effects/keys.py, the one place that defines it):
+--   marker        <ns>:{<routing tag>}:seen:<group, ':' and '%' escaped>:<event id>  = "1", PX ttl
+--                 a function of the consumer group and the event only (never of the effects),
+--                 in the slot of the event's routing tag (its aggregate, or the handler's
+--                 routing key); the effect keys must be in that slot on Redis Cluster.
+--   legacy marker <ns>:{<first effect key's tag, or the event id>}:seen:<group>:<event id>
+--                 the layout before the identity change, only read (upgrade transition).
+--   failures      <ns>:failures:<group> (single server) or <ns>:{<routing tag>}:failures:<group>
+--
+-- Duplicates under WAITAOF: WAITAOF waits for the writes of its own connection only. With
+-- sync_duplicates, a duplicate rewrites its marker unchanged (SET <marker> 1 KEEPTTL): a write
+-- ordered after the marker in the AOF, so the client's WAITAOF covers the marker the duplicate
+-- relied on, while its value and TTL (from which `postbox trace` reads its age) stay as they were.
 --
 -- Reply: one array per event, in order:
 --   {1}                                          applied (effects and marker written)
@@ -42,7 +58,7 @@
 -- Stream trimming (XADD's MAXLEN ~) cannot be undone, so it runs only after every command of the
 -- event has succeeded.
 
-local PROTOCOL = "1"
+local PROTOCOL = "2"
 
 -- User effect functions, from consumers/lua/<name>.lua, each a function(KEYS, ARGV) compiled into
 -- this script by the loader (trusted source files, never data). Filled in at this marker:
@@ -424,6 +440,7 @@ end
 local marker_ttl_ms = ARGV[3]
 local failures_maxlen = ARGV[4]
 local failures_ttl_ms = ARGV[5]
+local sync_duplicates = ARGV[6] == "1"
 local group = ARGV[2]
 
 if ARGV[1] ~= PROTOCOL then
@@ -440,16 +457,36 @@ local function record_failure(stream, event_id, number, op, message)
     redis.pcall("PEXPIRE", stream, failures_ttl_ms)
 end
 
+-- The marker this event already has: the current one, else the legacy one (or nil).
+local function existing_marker(marker, legacy_index)
+    if redis.call("EXISTS", marker) == 1 then
+        return marker
+    end
+    if legacy_index ~= "0" then
+        local legacy = KEYS[tonumber(legacy_index)]
+        if redis.call("EXISTS", legacy) == 1 then
+            return legacy
+        end
+    end
+    return nil
+end
+
+-- A write ordered after the marker in the AOF that changes nothing (see the header).
+local function touch(marker)
+    redis.call("SET", marker, "1", "KEEPTTL")
+end
+
 local results = {}
-local pos = 7
-for e = 1, tonumber(ARGV[6]) do
+local pos = 8
+for e = 1, tonumber(ARGV[7]) do
     local event_id = ARGV[pos]
     local marker = KEYS[tonumber(ARGV[pos + 1])]
-    local failures = KEYS[tonumber(ARGV[pos + 2])]
-    local command_count = tonumber(ARGV[pos + 3])
-    pos = pos + 4
+    local seen = existing_marker(marker, ARGV[pos + 2])
+    local failures = KEYS[tonumber(ARGV[pos + 3])]
+    local command_count = tonumber(ARGV[pos + 4])
+    pos = pos + 5
 
-    local duplicate = redis.call("EXISTS", marker) == 1
+    local duplicate = seen ~= nil
     local undo = {}
     local covered = {}
     local trims = {}
@@ -504,6 +541,9 @@ for e = 1, tonumber(ARGV[6]) do
     end
 
     if duplicate then
+        if sync_duplicates then
+            touch(seen)
+        end
         results[e] = { 2 }
     elseif failed then
         local ok, undo_err = pcall(function()
