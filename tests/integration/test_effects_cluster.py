@@ -29,7 +29,7 @@ def test_events_route_to_their_slots_nodes_once_each(redis_cluster) -> None:
     assert all(r.applied for r in results), [r for r in results if not r.applied][:3]
     again = engine.apply([(e, fx) for e, fx, _ in events])
     assert all(r.duplicate for r in again)
-    for e, fx, k in events:
+    for e, _fx, k in events:
         assert client.hget(k("totals"), "paid") == b"5"
         assert client.get(k("count")) == b"1"
         marker = engine.marker_key(e)

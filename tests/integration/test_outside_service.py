@@ -25,7 +25,6 @@ import time
 import uuid
 from pathlib import Path
 
-import psycopg
 import pytest
 import redis
 from psycopg.conninfo import make_conninfo
