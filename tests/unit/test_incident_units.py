@@ -66,8 +66,9 @@ def test_event_ids() -> None:
     assert parse_event_id(f" {str(eid).upper()} ") == str(eid)
     assert abs((uuid7_time(str(eid)) - datetime.now(timezone.utc)).total_seconds()) < 5
     assert uuid7_time("b804bfa8-86a9-45ef-b1cd-ca599689c53d") is None  # v4: no time inside
+    assert parse_event_id("42") == "42"  # a stock outbox's bigint id column (#12.13: the consumer's rule)
     with pytest.raises(ValueError, match="not an event id"):
-        parse_event_id("42")
+        parse_event_id("not an id")
 
 
 def test_safe_text_and_fields() -> None:

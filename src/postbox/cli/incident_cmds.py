@@ -258,7 +258,7 @@ def _print_record(view: Any) -> None:
 # -- trace ------------------------------------------------------------------------------------------
 @kafka_client_options
 def trace(
-    event_id: str = typer.Argument(..., help="The event id (UUID) from the outbox row or the record's `id` header."),
+    event_id: str = typer.Argument(..., help="The event id (a UUID, or a stock outbox's id) from the outbox row or the record's `id` header."),
     topic: Optional[str] = typer.Option(None, "--topic", help="Search this topic (default: from the outbox row, else every outbox topic)."),
     group: Optional[list[str]] = typer.Option(None, "--group", "-g", help="Only these consumer groups (repeatable)."),
     database_url: Optional[str] = typer.Option(None, "--database-url", help="A role that may read the outbox (else POSTBOX_ADMIN_DATABASE_URL, POSTBOX_MAINT_DATABASE_URL, the local stack's postbox_maint)."),

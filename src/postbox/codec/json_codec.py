@@ -34,6 +34,10 @@ class JsonCodec:
             raise DecodeError(f"{label}JSON payload is not UTF-8 (byte {exc.start}: {bytes(value)[exc.start:exc.start + 1].hex()})") from None
         except json.JSONDecodeError as exc:
             raise DecodeError(f"{label}payload is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        except RecursionError:
+            raise DecodeError(f"{label}JSON payload is nested too deeply to read ({len(value):,} bytes; Python's recursion limit)") from None
+        except ValueError as exc:  # e.g. an integer of more digits than int() reads (sys.set_int_max_str_digits)
+            raise DecodeError(f"{label}JSON payload cannot be read: {exc}") from None
         if not isinstance(data, dict):
             raise DecodeError(f"{label}JSON payload is a {type(data).__name__}, expected an object")
         return DecodedEvent(payload=data, event_type=event_type, aggregate_type=aggregate_type, encoding="json")

@@ -285,3 +285,10 @@ def _size_hint(letter: DeadLetterRecord, topic: DlqTopic, err: KafkaError) -> st
         return ""
     return (f" (a reference-only dead letter of ~{letter.size:,} bytes does not fit {topic.name}, which takes"
             f" {topic.max_bytes:,}: raise its max.message.bytes)")
+
+
+__all__ = [
+    "DLQ_HEADERS", "DLQ_SUFFIX", "H_ATTEMPTS", "H_CLASS", "H_ERROR", "H_FAILED_AT", "H_GROUP", "H_KIND", "H_OFFSET",
+    "H_ORIGINAL_BYTES", "H_PARTITION", "H_REFERENCE_ONLY", "H_TOPIC", "MAX_ERROR_CHARS", "DeadLetterRecord", "DeadLetters",
+    "DlqTopic", "Failure", "Origin", "dlq_headers", "dlq_topic", "one_line",
+]

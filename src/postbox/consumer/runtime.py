@@ -31,7 +31,6 @@ import asyncio
 import inspect
 import logging
 import os
-import re
 import signal
 import threading
 import time
@@ -44,21 +43,21 @@ import redis
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from postbox import kafka_config
-from postbox.codec import AvroCodec, EventHeaders, JsonCodec, is_single_object
-from postbox.consumer.app import TOPIC_PREFIX, App, Route
+from postbox.codec import AvroCodec, EventHeaders
+from postbox.consumer.app import App, Route
 from postbox.consumer.backoff import Backoff
 from postbox.consumer.blocks import Blocks
 from postbox.consumer.config import ConsumerConfig
+from postbox.consumer.decoding import Decoder, parse_created_at
 from postbox.consumer.deadletter import DeadLetters, Failure, Origin, one_line
 from postbox.consumer.logs import log_event
 from postbox.consumer.metrics import Metrics
-from postbox.effects import ApplyResult, Effects, EffectsEngine
+from postbox.effects import ApplyResult, Effects, EffectsEngine, EventRef
 from postbox.errors import (
     ConfigError,
     DecodeError,
     EffectEngineError,
     InvalidEffectError,
-    NoHandlerError,
     TransientEffectError,
 )
 from postbox.events import Event
@@ -75,9 +74,6 @@ REBALANCE_COMMIT_ERRORS = {
     KafkaError.FENCED_INSTANCE_ID,
     KafkaError._ASSIGNMENT_LOST,
 }
-#: What an event id (the dedupe key, part of the marker's key) may look like: UUIDs and the ids of
-#: stock Debezium outboxes pass; empty, blank, control characters or a huge value do not.
-_ID_OK = re.compile(r"[\x21-\x7e]{1,200}\Z")
 _TRANSIENT_HANDLER_ERRORS = (TransientEffectError, redis.ConnectionError, redis.TimeoutError)
 LAG_INTERVAL_S = 5.0
 
@@ -120,7 +116,7 @@ class PartitionState:
 class _Item:
     """One record on its way through a batch."""
 
-    __slots__ = ("msg", "tp", "offset", "event", "route", "fx", "failure", "attempts", "coro_index")
+    __slots__ = ("msg", "tp", "offset", "event", "route", "ref", "fx", "failure", "attempts", "coro_index")
 
     def __init__(self, msg: Message) -> None:
         self.msg = msg
@@ -128,6 +124,7 @@ class _Item:
         self.offset: int = msg.offset()
         self.event: Event | None = None
         self.route: Route | None = None
+        self.ref: EventRef | None = None
         self.fx: Effects | None = None
         self.failure: Failure | None = None
         self.attempts = 0
@@ -167,7 +164,8 @@ class ConsumerRuntime:
         self.consumer: Consumer | None = None
         self.dead_letters: DeadLetters | None = None
         self.codec: AvroCodec | None = None
-        self._json = JsonCodec()
+        #: Replaced by one with the schema codec once it is loaded at start-up.
+        self.decoder = Decoder(app, None)
         self._stop = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._next_lag = 0.0
@@ -204,6 +202,7 @@ class ConsumerRuntime:
         cfg = self.config
         log_event(log, logging.INFO, "consumer starting", app=repr(self.app), **cfg.describe())
         self.codec = self._load_codec()
+        self.decoder = Decoder(self.app, self.codec)
         self._wait_for_redis()
         if cfg.metrics_port:
             self.metrics.serve(cfg.metrics_port, cfg.metrics_host)
@@ -452,7 +451,7 @@ class ConsumerRuntime:
         started = time.perf_counter()
         try:
             try:
-                results = self.engine.apply([(i.route.event_ref(i.event), i.fx) for i in to_apply])  # type: ignore[union-attr]
+                results = self.engine.apply([(i.ref, i.fx) for i in to_apply])
                 durability = self.engine.durability()
             except (redis.ConnectionError, redis.TimeoutError) as exc:
                 raise TransientEffectError(f"Redis unreachable: {exc}", reason="connection") from exc
@@ -531,53 +530,13 @@ class ConsumerRuntime:
         )
 
     def _prepare(self, item: _Item) -> None:
-        msg = item.msg
-        try:
-            raw_headers = msg.headers() or []
-            headers = {k: _header_text(v) for k, v in raw_headers}  # parsed once, last one wins
-            meta = EventHeaders.parse(headers)
-            if not meta.event_id:
-                raise DecodeError(f"record {msg.topic()}[{msg.partition()}]@{msg.offset()} has no 'id' header (the event id is the dedupe key)")
-            if not _ID_OK.match(meta.event_id):
-                raise DecodeError(f"record {msg.topic()}[{msg.partition()}]@{msg.offset()} has a malformed 'id' header {meta.event_id[:80]!r}"
-                                  " (the dedupe key must be 1-200 printable characters without spaces)")
-            aggregate_hint = meta.aggregate_type or _aggregate_from_topic(msg.topic())
-            decoded = self._decode(msg.value(), meta, aggregate_hint)
-            event_type = decoded.event_type or meta.event_type
-            if not event_type:
-                raise DecodeError(f"record {msg.topic()}[{msg.partition()}]@{msg.offset()} has no 'event_type' header")
-            key = msg.key()
-            item.event = Event(
-                id=meta.event_id,
-                aggregate_type=meta.aggregate_type or decoded.aggregate_type or aggregate_hint,
-                aggregate_id=key.decode("utf-8", "replace") if key is not None else "",
-                event_type=event_type,
-                payload=decoded.payload,
-                headers=headers,
-                topic=msg.topic(),
-                partition=msg.partition(),
-                offset=msg.offset(),
-                created_at=parse_created_at(meta.created_at),
-            )
-            item.route = self.app.route(item.event.aggregate_type, event_type)
-        except DecodeError as exc:
-            item.failure = Failure("DecodeError", str(exc.message))
+        """Decode and route one record; any problem becomes the record's failure (#12.5)."""
+        outcome = self.decoder(Origin.of(item.msg))
+        if isinstance(outcome, Failure):
+            item.failure = outcome
             self._failed(item)
-        except NoHandlerError as exc:
-            item.failure = Failure("UnknownEventType", exc.message)
-            self._failed(item)
-
-    def _decode(self, value: bytes | None, meta: EventHeaders, aggregate_hint: str):
-        """What :func:`postbox.codec.decode_record` does, with the headers already parsed."""
-        if value is None:
-            raise DecodeError(f"record has no value (a tombstone){' for ' + meta.event_type if meta.event_type else ''}")
-        if is_single_object(value):
-            if self.codec is None:
-                raise DecodeError("Avro record but this consumer has no schema repository", fix="set --schemas-dir / POSTBOX_SCHEMAS_DIR")
-            versions = self.app.reader_versions
-            reader_version = versions.get((aggregate_hint, meta.event_type or "")) if versions else None
-            return self.codec.decode(value, reader_version=reader_version, event_type=meta.event_type)
-        return self._json.decode(value, event_type=meta.event_type, aggregate_type=meta.aggregate_type)
+        else:
+            item.event, item.route, item.ref = outcome
 
     def _run_sync(self, item: _Item) -> None:
         route, event = item.route, item.event
@@ -830,14 +789,8 @@ def _header_id(msg: Message) -> str | None:
     return None
 
 
-def _aggregate_from_topic(topic: str) -> str:
-    return topic[len(TOPIC_PREFIX):] if topic.startswith(TOPIC_PREFIX) else topic
 
 
-def _header_text(raw: Any) -> str:
-    if raw is None:
-        return ""
-    return raw.decode("utf-8", "replace") if isinstance(raw, (bytes, bytearray)) else str(raw)
 
 
 def _error_code(error: str | None) -> str:
@@ -848,20 +801,6 @@ def _error_code(error: str | None) -> str:
     return head if head.isupper() and head.replace("_", "").isalpha() else "ERR"
 
 
-def parse_created_at(text: str | None) -> datetime | None:
-    """The ``created_at`` header: ISO-8601 (``Z`` or offset), or epoch millis/micros; None if unreadable."""
-    if not text:
-        return None
-    text = text.strip()
-    try:
-        if text.lstrip("-").isdigit():
-            number = int(text)
-            seconds = number / 1_000_000 if abs(number) > 10**14 else number / 1000
-            return datetime.fromtimestamp(seconds, timezone.utc)
-        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except (ValueError, OverflowError, OSError):
-        return None
-    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
 
 
 def run(app: App, config: ConsumerConfig | None = None, **kwargs: Any) -> int:
@@ -869,4 +808,4 @@ def run(app: App, config: ConsumerConfig | None = None, **kwargs: Any) -> int:
     return ConsumerRuntime(app, config or ConsumerConfig.load(app=app), **kwargs).run()
 
 
-__all__ = ["ConsumerRuntime", "PartitionState", "parse_created_at", "run"]
+__all__ = ["ConsumerRuntime", "PartitionState", "parse_created_at", "run"]  # parse_created_at: from decoding

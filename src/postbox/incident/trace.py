@@ -17,7 +17,6 @@
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -27,6 +26,7 @@ from postbox.codec import AvroCodec
 from postbox.errors import IncidentError
 from postbox.incident.dlq import DeadLetter
 from postbox.incident.kafka import DLQ_SUFFIX, OUTBOX_PREFIX, Kafka
+from postbox.ids import parse_event_id  # noqa: F401 - the one event-id rule, re-exported for the CLI
 from postbox.incident.records import RecordView, iso_ms, render, uuid7_time
 from postbox.incident.redis_state import RedisState, human_duration, iso
 
@@ -39,12 +39,13 @@ START_MARGIN = timedelta(minutes=5)
 DUPLICATE_WINDOW_MS = 10 * 60 * 1000
 
 
-def parse_event_id(text: str) -> str:
-    """The canonical text of a UUID event id; ValueError (a usage error) otherwise."""
+def _is_uuid(text: str) -> bool:
+    import uuid
+
     try:
-        return str(uuid.UUID(text.strip()))
-    except (ValueError, AttributeError):
-        raise ValueError(f"{text!r} is not an event id (a UUID such as 01890a5d-ac96-7abc-8def-0123456789ab)") from None
+        return str(uuid.UUID(text)) == text
+    except ValueError:
+        return False
 
 
 def reading_database_url(flag: str | None, app_url: str) -> tuple[str, str]:
@@ -73,6 +74,9 @@ def reading_database_url(flag: str | None, app_url: str) -> tuple[str, str]:
 def read_outbox_row(url: str, source: str, event_id: str) -> dict[str, Any]:
     """{"state": found|absent|unreadable|unreachable, ...} for the event's outbox row."""
     import psycopg
+
+    if not _is_uuid(event_id):  # postbox's outbox ids are uuids: a stock outbox's "42" is not in it
+        return {"state": "absent", "source": source, "reason": "not a UUID, so not an id of postbox's outbox table"}
 
     query = (
         "SELECT aggregate_type, aggregate_id, event_type, created_at, octet_length(payload), traceparent,"

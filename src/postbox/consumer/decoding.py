@@ -1,0 +1,160 @@
+"""Decoding and routing one record: ``record → Routed(event, route, ref) | Failure``, never an exception.
+
+Whatever goes wrong with ONE record — bytes no codec reads, a JSON number of 5,000 digits, an
+array nested 200,000 deep, a missing or malformed ``id``, a JSON payload its event's schema
+refuses, no handler — is that record's :class:`Failure` (dead-lettered with a specific error
+class), never the process's: an exception escaping the batch would crash the consumer into a
+restart loop on the same batch (#12.5). Configuration mistakes (a pinned reader version that does
+not exist) are refused at start-up instead (:mod:`postbox.consumer.reader_schemas`).
+
+Error classes: ``DecodeError`` (the bytes or headers), ``SchemaMismatch`` (a JSON payload its
+event's schema refuses, #12.14), ``UnknownEventType`` (no handler), ``RoutingError`` (an
+unexpected error of the app's routing) — each with a message naming the record and what was
+wrong.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+from datetime import datetime, timezone
+
+from postbox.codec import AvroCodec, DecodedEvent, EventHeaders, JsonCodec, is_single_object
+from postbox.codec.json_conform import conform
+from postbox.codec.validate import Invalid
+from postbox.consumer.app import TOPIC_PREFIX, App, Route
+from postbox.consumer.dlq_record import Failure, Origin, one_line
+from postbox.errors import DecodeError, NoHandlerError, PostboxError, UnknownEventError
+from postbox.effects import EventRef
+from postbox.events import Event
+from postbox.ids import event_id_problem
+
+
+class Routed(NamedTuple):
+    """A decoded record with its route and its identity for the effects engine."""
+
+    event: Event
+    route: Route
+    ref: EventRef
+
+
+@dataclass(frozen=True)
+class Decoder:
+    """Turns records into routed events for one app. ``codec``: None when the app has no schemas
+    (Avro records then fail as ``DecodeError``; JSON is read unchecked)."""
+
+    app: App
+    codec: AvroCodec | None
+    json: JsonCodec = JsonCodec()
+
+    def __call__(self, origin: Origin) -> "Routed | Failure":
+        try:
+            event = self.event(origin)
+        except DecodeError as exc:
+            return Failure("DecodeError", exc.message)
+        except _SchemaMismatch as exc:
+            return Failure("SchemaMismatch", str(exc))
+        except Exception as exc:  # noqa: BLE001 - one record's problem, whatever it is
+            return Failure("DecodeError", f"{origin.where}: cannot decode: {type(exc).__name__}: {one_line(str(exc), 500)}")
+        try:
+            route = self.app.route(event.aggregate_type, event.event_type)
+            return Routed(event, route, route.event_ref(event))  # the handler's routing_key runs here
+        except NoHandlerError as exc:
+            return Failure("UnknownEventType", exc.message)
+        except Exception as exc:  # noqa: BLE001
+            return Failure("RoutingError", f"{origin.where}: routing {event.aggregate_type}/{event.event_type} raised {type(exc).__name__}: {one_line(str(exc), 500)}")
+
+    def event(self, origin: Origin) -> Event:
+        """The record's event; DecodeError / _SchemaMismatch say what is wrong and where."""
+        headers = {k: _header_text(v) for k, v in origin.headers}  # parsed once, last one wins
+        meta = EventHeaders.parse(headers)
+        problem = event_id_problem(meta.event_id)
+        if problem is not None:
+            what = "has no 'id' header" if meta.event_id is None else f"has a malformed 'id' header {meta.event_id[:80]!r}: it {problem}"
+            raise DecodeError(f"record {origin.where} {what} (the event id is the dedupe key)")
+        aggregate_hint = meta.aggregate_type or aggregate_from_topic(origin.topic)
+        decoded = self.decode(origin, meta, aggregate_hint)
+        event_type = decoded.event_type or meta.event_type
+        if not event_type:
+            raise DecodeError(f"record {origin.where} has no 'event_type' header")
+        return Event(
+            id=meta.event_id,  # type: ignore[arg-type] - checked above
+            aggregate_type=meta.aggregate_type or decoded.aggregate_type or aggregate_hint,
+            aggregate_id=origin.key.decode("utf-8", "replace") if origin.key is not None else "",
+            event_type=event_type,
+            payload=decoded.payload,
+            headers=headers,
+            topic=origin.topic,
+            partition=origin.partition,
+            offset=origin.offset,
+            created_at=parse_created_at(meta.created_at),
+        )
+
+    def decode(self, origin: Origin, meta: EventHeaders, aggregate_hint: str) -> DecodedEvent:
+        """The payload: Avro by fingerprint into the reader version, or JSON held to its schema."""
+        value = origin.value
+        if value is None:
+            raise DecodeError(f"record {origin.where} has no value (a tombstone){' for ' + meta.event_type if meta.event_type else ''}")
+        reader_version = self.app.reader_versions.get((aggregate_hint, meta.event_type or "")) if self.app.reader_versions else None
+        if is_single_object(value):
+            if self.codec is None:
+                raise DecodeError("Avro record but this consumer has no schema repository", fix="set --schemas-dir / POSTBOX_SCHEMAS_DIR")
+            return self.codec.decode(value, reader_version=reader_version, event_type=meta.event_type)
+        decoded = self.json.decode(value, event_type=meta.event_type, aggregate_type=meta.aggregate_type)
+        return self._held_to_schema(decoded, aggregate_hint, meta.event_type, reader_version)
+
+    def _held_to_schema(self, decoded: DecodedEvent, aggregate_type: str, event_type: str | None, version: int | None) -> DecodedEvent:
+        if self.codec is None or not event_type:
+            return decoded
+        try:
+            schema = self.codec.repository.get(aggregate_type, event_type, version)
+        except UnknownEventError:
+            return decoded  # no schema for this event: JSON is read as it is
+        try:
+            payload = conform(schema, decoded.payload)
+        except Invalid as exc:
+            raise _SchemaMismatch(_misfit(schema.label, exc)) from None
+        return DecodedEvent(payload, decoded.event_type, decoded.aggregate_type, "json", reader_version=schema.version)
+
+
+class _SchemaMismatch(PostboxError):
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+
+def _misfit(label: str, exc: Invalid) -> str:
+    shown = repr(exc.value)
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    where = f"field {exc.path!r}" if exc.path else "payload"
+    value = "" if exc.problem.startswith("is missing") else f" = {shown}"
+    joint = " " if exc.problem.startswith(("is ", "has ", "fits ")) else ": "
+    return f"JSON payload does not fit {label}: {where}{value}{joint}{exc.problem}"
+
+
+def aggregate_from_topic(topic: str) -> str:
+    return topic[len(TOPIC_PREFIX):] if topic.startswith(TOPIC_PREFIX) else topic
+
+
+def _header_text(raw: object) -> str:
+    if raw is None:
+        return ""
+    return raw.decode("utf-8", "replace") if isinstance(raw, (bytes, bytearray)) else str(raw)
+
+
+def parse_created_at(text: str | None) -> datetime | None:
+    """The ``created_at`` header: ISO-8601 (``Z`` or offset), or epoch millis/micros; None if unreadable."""
+    if not text:
+        return None
+    text = text.strip()
+    try:
+        if text.lstrip("-").isdigit():
+            number = int(text)
+            seconds = number / 1_000_000 if abs(number) > 10**14 else number / 1000
+            return datetime.fromtimestamp(seconds, timezone.utc)
+        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except (ValueError, OverflowError, OSError):
+        return None
+    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+
+__all__ = ["Decoder", "Routed", "aggregate_from_topic", "parse_created_at"]
