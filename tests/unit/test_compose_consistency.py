@@ -89,3 +89,70 @@ def test_redis_gets_the_same_consumer_acl_as_the_local_stack():
     assert rules == [" ".join(consumer_rules())], "infra/redis/consumer.rules is out of date (see its header)"
     for var in ("POSTBOX_REDIS_ADMIN_PASSWORD", "POSTBOX_REDIS_CONSUMER_PASSWORD"):
         assert redis["environment"][var].startswith("${"), var
+
+
+# -- #13.4: the known breaks, each from the image's documented conventions ---------------------------
+
+
+def test_connect_sets_the_flush_interval_the_debezium_image_reads():
+    """The image's entrypoint exports CONNECT_OFFSET_FLUSH_INTERVAL_MS=$OFFSET_FLUSH_INTERVAL_MS
+    (default 60000), overwriting a CONNECT_ one; the local stack flushes every second."""
+    env = SERVICES["connect"]["environment"]
+    assert "CONNECT_OFFSET_FLUSH_INTERVAL_MS" not in env, "the image overwrites it: set OFFSET_FLUSH_INTERVAL_MS"
+    local = dict(line.split("=", 1) for line in (ROOT / "infra" / "local" / "connect.properties").read_text().splitlines()
+                 if "=" in line and not line.startswith("#"))
+    assert str(env["OFFSET_FLUSH_INTERVAL_MS"]) == local["offset.flush.interval.ms"].strip() == "1000"
+
+
+def test_the_broker_writes_its_logs_into_the_kafkadata_volume():
+    kafka = SERVICES["kafka"]
+    log_dirs = kafka["environment"]["KAFKA_LOG_DIRS"]
+    mounts = {m.split(":")[1]: m.split(":")[0] for m in kafka["volumes"]}
+    assert any(log_dirs == target or log_dirs.startswith(target + "/") for target, source in mounts.items() if source == "kafkadata"), \
+        f"KAFKA_LOG_DIRS={log_dirs} is outside the kafkadata volume ({mounts})"
+
+
+def test_redis_drops_root_through_the_image_entrypoint():
+    """The official image drops to the redis user only from its docker-entrypoint.sh, and only when
+    the command starts with redis-server; our entrypoint must hand over to it, with a readable aclfile."""
+    redis = SERVICES["redis"]
+    assert redis["command"][0] == "redis-server"
+    assert "user" not in redis or redis["user"] not in ("root", "0")
+    script = [line.strip() for line in (ROOT / "infra" / "redis" / "entrypoint.sh").read_text().splitlines()
+              if line.strip() and not line.strip().startswith("#")]
+    assert script[-1] == 'exec docker-entrypoint.sh "$@"'
+    aclfile = redis["command"][redis["command"].index("--aclfile") + 1]
+    assert f"chown redis:redis {aclfile}" in script
+
+
+def test_retention_is_scheduled_by_a_service():
+    retention = SERVICES["retention"]
+    command = " ".join(retention["command"])
+    assert "postbox db retention" in command and "while true" in command and "sleep" in command
+    assert retention["depends_on"]["setup"]["condition"] == "service_completed_successfully"
+    assert retention["restart"] == "unless-stopped"
+    url = retention["environment"]["POSTBOX_MAINT_DATABASE_URL"]
+    assert url.startswith("postgresql://postbox_maint:${POSTBOX_MAINT_PASSWORD}@postgres:")
+
+
+def test_postbox_env_compose_prints_what_host_clients_need(tmp_path):
+    import shlex
+    import subprocess
+    import sys
+
+    import redis as redis_py
+    from postbox.settings import Settings
+
+    env_file = tmp_path / ".env"
+    env_file.write_text((ROOT / "infra" / "compose.env.example").read_text().replace("change-me-redis-consumer", "p@ss:w/rd%"))
+    done = subprocess.run([sys.executable, "-m", "postbox", "env", "--compose", "--env-file", str(env_file)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    exported = dict(shlex.split(line.removeprefix("export "))[0].split("=", 1) for line in done.stdout.splitlines() if line.startswith("export "))
+    Settings.load(exported)  # every URL is one postbox accepts
+    consumer = redis_py.connection.parse_url(exported["POSTBOX_REDIS_URL"])
+    assert (consumer["username"], consumer["password"], consumer["port"]) == ("postbox_consumer", "p@ss:w/rd%", settings.LOCAL_REDIS_PORT)
+    assert exported["POSTBOX_DATABASE_URL"].startswith(f"postgresql://postbox_app:change-me-app@127.0.0.1:{settings.LOCAL_PG_PORT}/")
+    assert exported["POSTBOX_KAFKA_BOOTSTRAP"] == f"127.0.0.1:{settings.LOCAL_KAFKA_PORT}"
+    assert exported["POSTBOX_ADMIN_DATABASE_URL"].startswith("postgresql://postgres:change-me-superuser@")
+    assert exported["POSTBOX_REDIS_APPENDFSYNC"] == SERVICES["redis"]["command"][SERVICES["redis"]["command"].index("--appendfsync") + 1]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 
 import typer
 from rich.table import Table
@@ -101,13 +102,21 @@ def status(json_output: bool = typer.Option(False, "--json", help="Print the sta
 
 
 @kafka_client_options
-def env() -> None:
+def env(
+    compose: bool = typer.Option(False, "--compose", help="the docker compose stack's URLs (passwords from --env-file) instead of the local stack's"),
+    env_file: Path = typer.Option(Path("infra/.env"), "--env-file", help="the compose env file (with --compose)"),
+) -> None:
     """The local stack's settings as `export` lines; the Kafka client properties in effect
     (POSTBOX_KAFKA_CONFIG, -X) follow as comments, secrets masked."""
     from postbox.kafka_config import ENV_VAR, redact
 
-    stack = _stack(locate_tools=False)
-    for key, value in stack.env().items():
+    if compose:
+        from postbox.cli.compose_env import compose_env
+
+        values = compose_env(env_file)
+    else:
+        values = _stack(locate_tools=False).env()
+    for key, value in values.items():
         print(f"export {key}={shlex.quote(value)}")
     properties = command_settings().kafka_properties
     if properties.file is not None:
