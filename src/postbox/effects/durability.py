@@ -4,9 +4,12 @@ Redis replies to a write before or after writing it to disk depending on configu
 
 - ``appendonly yes`` + ``appendfsync always``: the AOF is fsynced before any reply leaves the
   server, so an acknowledged apply survives a crash. → ``method="appendfsync-always"``.
-- ``appendonly yes`` and the server has ``WAITAOF`` (Redis 7.2+): the engine sends
-  ``WAITAOF 1 0 <timeout>`` right after its script calls on the same connection and treats an
-  unconfirmed reply as a transient error. → ``method="waitaof"``.
+- ``appendonly yes``, ``appendfsync everysec`` and the server has ``WAITAOF`` (Redis 7.2+): the
+  engine sends ``WAITAOF 1 0 <timeout>`` right after its script calls on the same connection and
+  treats an unconfirmed reply as a transient error. WAITAOF waits for the writes *of its own
+  connection* only, so in such calls a duplicate rewrites its marker unchanged (see
+  apply_effects.lua): the wait then covers the marker the duplicate relied on, which another
+  connection wrote and which may not be on disk yet. → ``method="waitaof"``.
 - otherwise (AOF off, or ``everysec``/``no`` on a server without WAITAOF, or CONFIG refused): up
   to about a second of acknowledged applies (or everything since the last RDB save) can be lost in
   a crash, and with them the dedupe markers, so redelivered events would apply twice.
@@ -110,6 +113,12 @@ def _verdict(client: redis.Redis, config: dict[str, str]) -> Durability:
         )
     if appendfsync == "always":
         return Durability(True, "appendfsync-always", "appendonly yes with appendfsync always: the AOF is fsynced before each reply")
+    if appendfsync == "no":
+        return Durability(
+            False,
+            "none",
+            "appendfsync no: Redis never fsyncs the AOF itself, so WAITAOF would never confirm; set appendfsync always (or everysec with WAITAOF)",
+        )
     if has_waitaof(client):
         return Durability(True, "waitaof", f"appendfsync {appendfsync}; the engine confirms each apply with WAITAOF 1 0")
     version = _decode(client.info("server")).get("redis_version", "?")

