@@ -12,6 +12,7 @@ from postbox.consumer.app import ANY, App, Route
 from postbox.consumer.backoff import Backoff
 from postbox.consumer.config import ConsumerConfig
 from postbox.consumer.deadletter import DLQ_HEADERS, DeadLetters, Failure, dlq_headers, dlq_topic
+from postbox.consumer.handler_errors import Retry
 from postbox.consumer.loader import load_app
 from postbox.consumer.metrics import Metrics
 from postbox.consumer.runtime import ConsumerRuntime, run
@@ -26,6 +27,7 @@ __all__ = [
     "DeadLetters",
     "Failure",
     "Metrics",
+    "Retry",
     "Route",
     "dlq_headers",
     "dlq_topic",

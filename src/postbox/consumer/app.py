@@ -72,6 +72,9 @@ class Route:
     handler: Handler
     is_async: bool
     routing_key: RoutingKey | None = None
+    #: Exception classes this handler declares transient (retried with backoff, never
+    #: dead-lettered), on top of the built-in table of :mod:`postbox.consumer.handler_errors`.
+    transient: tuple[type[BaseException], ...] = ()
 
     def event_ref(self, event: Event) -> EventRef:
         """The event's identity for the effects engine (id + routing tag) under this route."""
@@ -115,14 +118,18 @@ class App:
     # -- registration ---------------------------------------------------------------------------
 
     def handler(
-        self, aggregate_type: str = ANY, event_type: str | Iterable[str] = ANY, *, routing_key: RoutingKey | None = None
+        self, aggregate_type: str = ANY, event_type: str | Iterable[str] = ANY, *, routing_key: RoutingKey | None = None,
+        transient: Iterable[type[BaseException]] = (),
     ) -> Callable[[H], H]:
         """Decorator: register a handler for ``aggregate_type`` and one or several event types.
 
         ``"*"`` matches anything; ``app.handler()`` alone is the catch-all. Registering the same
         pair twice raises :class:`HandlerRegistrationError` (a silent override hides bugs).
         ``routing_key(event)``: a key of the slot the handler writes, when that is not the
-        event's aggregate (see the module docs).
+        event's aggregate (see the module docs). ``transient``: exception classes of the
+        handler's dependencies that mean "retry later" (see
+        :mod:`postbox.consumer.handler_errors`; raising :class:`postbox.consumer.Retry` says the
+        same without declaring anything).
         """
         types = [event_type] if isinstance(event_type, str) else list(event_type)
         if not types:
@@ -130,7 +137,7 @@ class App:
 
         def register(func: H) -> H:
             for et in types:
-                self.add(aggregate_type, et, func, routing_key=routing_key)
+                self.add(aggregate_type, et, func, routing_key=routing_key, transient=transient)
             return func
 
         return register
@@ -140,7 +147,8 @@ class App:
         self.add(ANY, ANY, func)
         return func
 
-    def add(self, aggregate_type: str, event_type: str, func: Handler, *, routing_key: RoutingKey | None = None) -> None:
+    def add(self, aggregate_type: str, event_type: str, func: Handler, *, routing_key: RoutingKey | None = None,
+            transient: Iterable[type[BaseException]] = ()) -> None:
         """Register ``func`` (the non-decorator form of :meth:`handler`)."""
         for label, value in (("aggregate type", aggregate_type), ("event type", event_type)):
             if not isinstance(value, str) or not value or (value != ANY and not _NAME.match(value)):
@@ -150,7 +158,10 @@ class App:
         _check_signature(func)
         if routing_key is not None and not callable(routing_key):
             raise HandlerRegistrationError(f"routing_key of handler {_name(func)} must be callable as routing_key(event)")
-        route = Route(aggregate_type, event_type, func, _is_async(func), routing_key)
+        declared = tuple(transient)
+        if not all(isinstance(cls, type) and issubclass(cls, BaseException) for cls in declared):
+            raise HandlerRegistrationError(f"transient= of handler {_name(func)} must list exception classes, got {declared!r}")
+        route = Route(aggregate_type, event_type, func, _is_async(func), routing_key, declared)
         if aggregate_type == ANY and event_type == ANY:
             if self._catch_all is not None:
                 raise HandlerRegistrationError(

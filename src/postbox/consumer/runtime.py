@@ -49,17 +49,12 @@ from postbox.consumer.backoff import Backoff
 from postbox.consumer.blocks import Blocks
 from postbox.consumer.config import ConsumerConfig
 from postbox.consumer.decoding import Decoder, parse_created_at
+from postbox.consumer.handler_errors import Verdict, classify
 from postbox.consumer.deadletter import DeadLetters, Failure, Origin, one_line
 from postbox.consumer.logs import log_event
 from postbox.consumer.metrics import Metrics
 from postbox.effects import ApplyResult, Effects, EffectsEngine, EventRef
-from postbox.errors import (
-    ConfigError,
-    DecodeError,
-    EffectEngineError,
-    InvalidEffectError,
-    TransientEffectError,
-)
+from postbox.errors import ConfigError, EffectEngineError, TransientEffectError
 from postbox.events import Event
 from postbox.settings import redact_url
 
@@ -74,7 +69,6 @@ REBALANCE_COMMIT_ERRORS = {
     KafkaError.FENCED_INSTANCE_ID,
     KafkaError._ASSIGNMENT_LOST,
 }
-_TRANSIENT_HANDLER_ERRORS = (TransientEffectError, redis.ConnectionError, redis.TimeoutError)
 LAG_INTERVAL_S = 5.0
 
 EXIT_OK = 0
@@ -577,22 +571,26 @@ class ConsumerRuntime:
             await asyncio.sleep(self.backoff.delay(item.attempts) / 4)
 
     def _handler_failed(self, item: _Item, exc: Exception, retries: int) -> bool:
-        """Classify a handler exception; True to retry in place."""
-        if isinstance(exc, _TRANSIENT_HANDLER_ERRORS):
-            item.failure = Failure(f"Transient:{type(exc).__name__}", one_line(str(exc)), item.attempts, kind="transient")
+        """Classify a handler exception (:mod:`postbox.consumer.handler_errors`); True to retry in place."""
+        route = item.route
+        assert route is not None
+        verdict = classify(exc, route.transient)
+        if verdict is Verdict.TRANSIENT:
+            item.failure = Failure(f"Transient:{type(exc).__name__}", f"{route.name} raised {type(exc).__name__}: {one_line(str(exc))}",
+                                   item.attempts, kind="transient")
             return False
-        if isinstance(exc, (InvalidEffectError, DecodeError)):
-            item.failure = Failure(type(exc).__name__, f"{item.route.name}: {one_line(str(exc))}", item.attempts)  # type: ignore[union-attr]
+        if verdict is Verdict.PERMANENT:
+            item.failure = Failure(type(exc).__name__, f"{route.name}: {one_line(str(exc))}", item.attempts)
             self._failed(item)
             return False
         if item.attempts <= retries:
             self.metrics.handler_retries.labels(self.config.group).inc()
-            log_event(log, logging.WARNING, "handler raised; retrying in place", handler=item.route.name, error=f"{type(exc).__name__}: {exc}",  # type: ignore[union-attr]
+            log_event(log, logging.WARNING, "handler raised; retrying in place", handler=route.name, error=f"{type(exc).__name__}: {exc}",
                       attempt=item.attempts, **_where(item))
             return True
         item.failure = Failure(
             f"HandlerError:{type(exc).__name__}",
-            f"{item.route.name} raised {type(exc).__name__}: {one_line(str(exc))} (after {item.attempts} attempt(s))",  # type: ignore[union-attr]
+            f"{route.name} raised {type(exc).__name__}: {one_line(str(exc))} (after {item.attempts} attempt(s))",
             item.attempts,
         )
         self._failed(item, exc_info=exc)
