@@ -5,47 +5,24 @@ and `dlq list` / `dlq show` with their filters, on dead letters written by the r
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from postbox.consumer import ConsumerConfig
-from postbox.incident.audit import audit_topic
 from tests.apps.counting import strict
 from tests.integration.incident_support import run_cli
+from tests.support.cli import audit_records as read_audit
 from tests.support.cli import invoke, invoke_json
-from tests.support.consumers import ThreadedRuntime, committed, create_topic, json_event, produce, router_headers, wait_for
+from tests.support.consumers import ThreadedRuntime, commit_offset, committed, create_topic, json_event, produce, router_headers, wait_for
 
 pytestmark = pytest.mark.integration
 
 
-def commit_offset(bootstrap: str, group: str, topic: str, offset: int, partition: int = 0) -> None:
-    """Commit `offset` for a group without joining it (a stopped group, as `replay` requires)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
-    try:
-        consumer.commit(offsets=[TopicPartition(topic, partition, offset)], asynchronous=False)
-    finally:
-        consumer.close()
-
-
 def audit_records(bootstrap: str, target: str) -> list[dict]:
-    """The audit records of `target`, read from the topic itself (not through `postbox audit`)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"test-audit-{uuid.uuid4().hex}", "enable.auto.commit": False})
-    records: list[dict] = []
-    try:
-        low, high = consumer.get_watermark_offsets(TopicPartition(audit_topic(), 0), timeout=10)
-        consumer.assign([TopicPartition(audit_topic(), 0, low)])
-        deadline = time.monotonic() + 30
-        while high > low and (not records or records[-1]["_offset"] < high - 1) and time.monotonic() < deadline:
-            for m in consumer.consume(500, 1.0):
-                if not m.error():
-                    records.append({**json.loads(m.value()), "_offset": m.offset()})
-    finally:
-        consumer.close()
-    return [r for r in records if r.get("target") == target]
+    return [r for r in read_audit(bootstrap) if r.get("target") == target]
 
 
 def produce_at(bootstrap: str, topic: str, count: int, timestamp_ms: int) -> None:

@@ -6,8 +6,12 @@ real process (``tests.integration.incident_support.run_cli``), where ``main()`` 
 from __future__ import annotations
 
 import json
+import time
+import uuid
 from functools import lru_cache
 from typing import Any
+
+from confluent_kafka import Consumer, TopicPartition
 
 import typer
 from typer.testing import CliRunner
@@ -33,3 +37,25 @@ def invoke_json(*args: str, expect: int = 0) -> Any:
     code, out = invoke(*args, "--json")
     assert code == expect, f"postbox {' '.join(args)} → {code}, expected {expect}\n{out[-3000:]}"
     return json.loads(out)
+
+
+def audit_records(bootstrap: str) -> list[dict[str, Any]]:
+    """Every record of the audit topic (``postbox.audit``), read from Kafka directly — not through
+    `postbox audit` — up to the end it has now."""
+    from postbox.incident.audit import audit_topic
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"test-audit-{uuid.uuid4().hex}", "enable.auto.commit": False})
+    records: list[dict[str, Any]] = []
+    try:
+        tp = TopicPartition(audit_topic(), 0)
+        low, high = consumer.get_watermark_offsets(tp, timeout=10)
+        consumer.assign([TopicPartition(audit_topic(), 0, low)])
+        last, deadline = low - 1, time.monotonic() + 30
+        while last < high - 1 and time.monotonic() < deadline:
+            for message in consumer.consume(500, 1.0):
+                if not message.error():
+                    records.append(json.loads(message.value()))
+                    last = message.offset()
+    finally:
+        consumer.close()
+    return records

@@ -82,6 +82,15 @@ def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[i
         consumer.close()
 
 
+def commit_offset(bootstrap: str, group: str, topic: str, offset: int, partition: int = 0) -> None:
+    """Commit ``offset`` for a group without joining it (the group stays without members)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, partition, offset)], asynchronous=False)
+    finally:
+        consumer.close()
+
+
 def read_all(bootstrap: str, topic: str, expect: int, timeout: float = 30.0, linger: float = 1.0) -> list:
     consumer = Consumer({
         "bootstrap.servers": bootstrap, "group.id": f"test-read-{uuid.uuid4().hex}",
