@@ -70,7 +70,7 @@ def _from_opentelemetry() -> str | None:
     if not _otel_checked:  # look once: a failed import on every emit would cost more than the emit
         _otel_checked = True
         try:
-            from opentelemetry import trace  # type: ignore[import-not-found]
+            from opentelemetry import trace  # type: ignore[import-not-found, unused-ignore]  # optional: found when installed
 
             _otel_trace = trace
         except ImportError:
