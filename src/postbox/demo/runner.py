@@ -38,6 +38,7 @@ from postbox.demo.processes import GROUP_APPS, ConsumerProcess, child_env
 from postbox.demo.view import Snapshot, View, final_report, fmt_s
 from postbox.errors import PostboxError
 from postbox.stack.checkout import checkout_root
+from postbox.stack.layout import default_state_dir
 from postbox.settings import ENV_NAMES, Settings
 
 TOPICS = ("outbox.event.order", "outbox.event.payment")
@@ -92,7 +93,7 @@ class Demo:
         self.rng = random.Random(config.seed)
         self.scope = Scope(order_prefix=f"o-{self.run_id}-",
                            groups={name: f"{GROUP_PREFIX}{self.run_id}-{name}" for name in GROUP_APPS})
-        self.log_dir = checkout_root() / ".postbox" / "demo" / self.run_id
+        self.log_dir = default_state_dir() / "demo" / self.run_id  # the stack's folder (POSTBOX_STATE_DIR)
         self.processes: dict[str, ConsumerProcess] = {}
         self.metrics = {name: GroupMetrics() for name in GROUP_APPS}
         self.notes: list[str] = []
