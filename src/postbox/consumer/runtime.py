@@ -35,7 +35,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -53,6 +53,7 @@ from postbox.consumer.handler_errors import Verdict, classify
 from postbox.consumer.deadletter import DeadLetters, Failure, Origin, one_line
 from postbox.consumer.logs import log_event
 from postbox.consumer.metrics import Metrics
+from postbox.consumer.partition_state import PartitionState, pending
 from postbox.effects import ApplyResult, Effects, EffectsEngine, EventRef
 from postbox.errors import ConfigError, EffectEngineError, TransientEffectError
 from postbox.events import Event
@@ -70,6 +71,8 @@ REBALANCE_COMMIT_ERRORS = {
     KafkaError._ASSIGNMENT_LOST,
 }
 LAG_INTERVAL_S = 5.0
+#: Synchronous commit attempts at shutdown before giving up (the records are then redelivered).
+FINAL_COMMIT_ATTEMPTS = 5
 
 EXIT_OK = 0
 EXIT_ENGINE_ERROR = 3
@@ -77,34 +80,6 @@ EXIT_ENGINE_ERROR = 3
 
 class Stopped(Exception):
     """Raised inside start-up waits when a stop was requested."""
-
-
-@dataclass(eq=False)
-class PartitionState:
-    topic: str
-    partition: int
-    #: The next offset to commit: every record before it is applied or dead-lettered.
-    done: int | None = None
-    #: The last offset sent in a commit (None: unknown, send again).
-    committed: int | None = None
-    #: Monotonic time at which a paused partition resumes; None while running.
-    resume_at: float | None = None
-    #: Where a paused partition restarts (its first unfinished record).
-    resume_offset: int | None = None
-    #: Consecutive transient failures (backoff exponent); 0 after a finished batch.
-    failures: int = 0
-    last_error: str = ""
-    #: Records whose effect failed after later records of the partition were applied and whose
-    #: dead letter is not acknowledged yet: offset → verdict, dead-lettered on the retry without
-    #: being run again (so they never take effect after their successors).
-    owed: dict[int, Failure] = field(default_factory=dict)
-
-    @property
-    def paused(self) -> bool:
-        return self.resume_at is not None
-
-    def key(self) -> tuple[str, int]:
-        return (self.topic, self.partition)
 
 
 class _Item:
@@ -238,7 +213,7 @@ class ConsumerRuntime:
     def _shutdown(self, *, commit: bool) -> None:
         if self.consumer is not None:
             if commit:
-                self._commit(sync=True)
+                self._final_commit()
             try:
                 self.consumer.close()  # leaves the group; the revoke callback commits nothing new
             except (KafkaException, RuntimeError) as exc:
@@ -340,6 +315,7 @@ class ConsumerRuntime:
         failed = [tp for tp in partitions if tp.error is not None]
         if err is None and not failed:
             self.metrics.commits.labels(self.config.group, "ok").inc()
+            self._commit_outcome(partitions, confirmed=True)
             return
         code = err.code() if err is not None else failed[0].error.code()
         if code == KafkaError._NO_OFFSET:
@@ -348,7 +324,7 @@ class ConsumerRuntime:
         for tp in failed or partitions:
             state = self.states.get((tp.topic, tp.partition))
             if state is not None:
-                state.committed = None  # send again with the next commit
+                state.commit_failed()
         # During a rebalance (ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS) this is expected: the
         # revoke callback commits synchronously with the new generation.
         level = logging.INFO if code in REBALANCE_COMMIT_ERRORS else logging.WARNING
@@ -674,43 +650,70 @@ class ConsumerRuntime:
 
     # -- offsets -----------------------------------------------------------------------------------
 
-    def _commit(self, *, sync: bool = False, only: Iterable[tuple[str, int]] | None = None) -> None:
+    def _commit(self, *, sync: bool = False, only: Iterable[tuple[str, int]] | None = None) -> bool:
+        """Commit what is finished: asynchronously in steady state (past what was sent);
+        synchronously on revoke and shutdown (past what the broker confirmed). Returns False when
+        a commit failed and is worth retrying (not a rebalance refusal: those are final)."""
         if self.consumer is None:
-            return
-        keys = list(only) if only is not None else list(self.states)
-        offsets = []
-        for key in keys:
-            state = self.states.get(key)
-            if state is not None and state.done is not None and state.done != state.committed:
-                offsets.append(TopicPartition(state.topic, state.partition, state.done))
+            return True
+        states = [self.states[k] for k in (only if only is not None else list(self.states)) if k in self.states]
+        offsets = [TopicPartition(s.topic, s.partition, o) for s in states if (o := s.to_commit(confirmed=sync)) is not None]
         if not offsets:
-            return
+            return True
         try:
             if sync:
-                result = self.consumer.commit(offsets=offsets, asynchronous=False) or []
-                bad = [tp for tp in result if tp.error is not None]
-                if bad:
-                    raise KafkaException(bad[0].error)
-                self.metrics.commits.labels(self.config.group, "ok").inc()
+                self._commit_sync(offsets)
             else:
                 self.consumer.commit(offsets=offsets, asynchronous=True)
+                self._commit_outcome(offsets, confirmed=False)
         except KafkaException as exc:
-            error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
-            code = error.code() if error is not None else None
-            if code == KafkaError._NO_OFFSET:
-                return
-            if code in REBALANCE_COMMIT_ERRORS:
-                self.metrics.commits.labels(self.config.group, "rebalance").inc()
-                log_event(log, logging.WARNING, "offset commit refused during a rebalance; the next owner redelivers past the last commit and skips the duplicates",
-                          error=str(exc), partitions=_show(offsets))
-                return
-            self.metrics.commits.labels(self.config.group, "error").inc()
-            log_event(log, logging.ERROR, "offset commit failed; will retry", error=str(exc), partitions=_show(offsets))
-            return
+            return self._commit_refused(exc, offsets)
+        return True
+
+    def _commit_sync(self, offsets: list[TopicPartition]) -> None:
+        assert self.consumer is not None
+        result = self.consumer.commit(offsets=offsets, asynchronous=False) or []
+        bad = [tp for tp in result if tp.error is not None]
+        if bad:
+            raise KafkaException(bad[0].error)
+        self.metrics.commits.labels(self.config.group, "ok").inc()
+        self._commit_outcome(offsets, confirmed=True)
+
+    def _commit_outcome(self, offsets: list[TopicPartition], *, confirmed: bool) -> None:
         for tp in offsets:
             state = self.states.get((tp.topic, tp.partition))
-            if state is not None:
-                state.committed = tp.offset
+            if state is None or tp.offset < 0:
+                continue
+            if confirmed:
+                state.commit_confirmed(tp.offset)
+            else:
+                state.commit_sent(tp.offset)
+
+    def _commit_refused(self, exc: KafkaException, offsets: list[TopicPartition]) -> bool:
+        error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+        code = error.code() if error is not None else None
+        if code == KafkaError._NO_OFFSET:
+            return True
+        if code in REBALANCE_COMMIT_ERRORS:
+            self.metrics.commits.labels(self.config.group, "rebalance").inc()
+            log_event(log, logging.WARNING, "offset commit refused during a rebalance; the next owner redelivers past the last commit and skips the duplicates",
+                      error=str(exc), partitions=_show(offsets))
+            return True
+        self.metrics.commits.labels(self.config.group, "error").inc()
+        log_event(log, logging.ERROR, "offset commit failed; will retry", error=str(exc), partitions=_show(offsets))
+        return False
+
+    def _final_commit(self) -> None:
+        """Shutdown: commit synchronously everything applied that the broker has not confirmed
+        (async commits in flight included), retrying a failed commit with backoff (#12.12)."""
+        for attempt in range(1, FINAL_COMMIT_ATTEMPTS + 1):
+            if self._commit(sync=True) and not pending(self.states.values()):
+                return
+            time.sleep(self.backoff.delay(attempt))
+        left = pending(self.states.values())
+        if left:
+            log_event(log, logging.ERROR, "final offset commit failed; records after the last commit will be redelivered and skipped as duplicates",
+                      partitions=",".join(f"{s.topic}[{s.partition}]@{s.done}" for s in left), attempts=FINAL_COMMIT_ATTEMPTS)
 
     # -- metrics helpers -----------------------------------------------------------------------------
 
@@ -740,7 +743,7 @@ class ConsumerRuntime:
                 continue
             if high is None or high < 0:
                 continue
-            position = state.done if state.done is not None else state.committed
+            position = state.done if state.done is not None else state.acked
             if position is None:
                 continue
             self.metrics.lag.labels(self.config.group, state.topic, str(state.partition)).set(max(0, high - position))
