@@ -505,7 +505,7 @@ class E2EBench:
     def run(self, path: str, rate: int, duration: float, *, warmup: bool = False) -> RunResult:
         from postbox.incident.kafka import Kafka
         from postbox.incident.lag import group_lag
-        from postbox.stack.stack import slot_status
+        from postbox.slot import slot_status
 
         index = 0 if path == "cdc" else 1  # "polling" or a variant "polling<N>ms" (another poll interval)
         poll_interval = self.poll_intervals.get(path, self.args.poll_interval_ms)

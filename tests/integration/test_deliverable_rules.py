@@ -10,10 +10,17 @@ from __future__ import annotations
 
 import psycopg
 import pytest
-from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from postbox.outbox.deliverable import (
-    MAX_AGGREGATE_TYPE, MAX_EVENT_TYPE, MAX_KEY_BYTES, aggregate_type_problem, event_type_problem, key_problem,
+    MAX_AGGREGATE_TYPE,
+    MAX_EVENT_TYPE,
+    MAX_KEY_BYTES,
+    aggregate_type_problem,
+    event_type_problem,
+    key_problem,
 )
 
 pytestmark = pytest.mark.integration

@@ -176,6 +176,11 @@ def test_init_is_idempotent_and_delete_policy_leaves_no_row(scratch_db: tuple[st
 def test_retention_drops_old_partitions_and_purges_the_default(scratch_db: tuple[str, str], unique: str) -> None:
     admin, _ = scratch_db
     init_database(admin, app_password=None, cdc_password=None)  # roles are cluster-wide: keep passwords
+    # Retention drops only what a replication slot of this database has confirmed (#12.6): a slot
+    # of our own, made before the rows and advanced by hand where a connector would confirm.
+    slot = f"t_retention_{unique}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (slot,))
     old_day = datetime.now(timezone.utc) - timedelta(days=10)
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute("SET ROLE postbox_owner")
@@ -191,12 +196,21 @@ def test_retention_drops_old_partitions_and_purges_the_default(scratch_db: tuple
         assert old_parts
     # As the maintenance role, through the admin URL's socket (its password belongs to the stack).
     maint = make_conninfo(admin, user="postbox_maint")
-    dry = run_retention(maint, keep=timedelta(days=2), dry_run=True)
-    assert dry.dropped and dry.purged_default_rows == 0
-    report = run_retention(maint, keep=timedelta(days=2))
+    try:
+        first = run_retention(maint, keep=timedelta(days=2), slot_name=slot, confirm_wait=timedelta(0))
+        assert first.dropped == [] and first.refused and "not yet confirmed" in first.refused
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute("SELECT pg_replication_slot_advance(%s, pg_current_wal_lsn())", (slot,))
+        dry = run_retention(maint, keep=timedelta(days=2), dry_run=True, slot_name=slot)
+        assert dry.dropped and dry.purged_default_rows == 0
+        report = run_retention(maint, keep=timedelta(days=2), slot_name=slot, confirm_wait=timedelta(0))
+        second = run_retention(maint, keep=timedelta(days=2), slot_name=slot, confirm_wait=timedelta(0))
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
     assert {line.rsplit(".", 1)[-1] for line in report.dropped} == set(old_parts)
     assert report.purged_default_rows == 1
     assert report.created == []  # init already made the partitions ahead
-    assert run_retention(maint, keep=timedelta(days=2)).dropped == []  # a second run has nothing to do
+    assert second.dropped == []  # a second run has nothing to do
     with psycopg.connect(admin) as conn:
         assert conn.execute("SELECT count(*) FROM postbox.outbox").fetchone()[0] == 0

@@ -16,7 +16,13 @@ import yaml
 
 from postbox.effects.engine import DEFAULT_MARKER_TTL
 from postbox.redelivery import (
-    OFFSETS_RETENTION, RETENTION_CHECK_INTERVAL, SEGMENT_ROLL, TOPIC_RETENTION, RedeliveryWindow, shipped_window, shortfall,
+    OFFSETS_RETENTION,
+    RETENTION_CHECK_INTERVAL,
+    SEGMENT_ROLL,
+    TOPIC_RETENTION,
+    RedeliveryWindow,
+    shipped_window,
+    shortfall,
 )
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -86,10 +86,41 @@ def retention(
     if report.locked_out:
         console.print("another retention run holds the lock; nothing done", highlight=False)
         return 0
-    for line in report.created + report.dropped + report.skipped:
+    for line in report.created + report.dropped + report.skipped + report.kept:
         console.print(f"• {line}", highlight=False)
+    if report.refused:
+        console.print(f"• dropped nothing: {report.refused}", highlight=False)
     console.print(f"• purged {report.purged_default_rows} old row(s) from the default partition", highlight=False)
     _print_partitions(report.partitions)
+    return 0
+
+
+@db_app.command("republish")
+def republish_cmd(
+    url: Optional[str] = typer.Option(None, "--url", help=f"postbox_maint URL (env {MAINT_ENV}; default: local stack)"),
+    since: Optional[str] = typer.Option(None, "--since", help="only rows created at or after this ISO time (default: every row)"),
+    batch: int = typer.Option(1000, "--batch", help="rows per transaction"),
+    as_json: bool = typer.Option(False, "--json", help="print the report as JSON"),
+) -> int:
+    """Publish the outbox rows still in the table again (recovery after a lost slot: docs/recovery.md)."""
+    from datetime import datetime
+
+    from postbox.outbox.republish import republish
+
+    try:
+        start = datetime.fromisoformat(since.replace("Z", "+00:00")) if since else None
+    except ValueError:
+        raise ConfigError(f"--since {since!r} is not an ISO time", fix="e.g. --since 2024-05-06T07:00:00Z") from None
+    report = republish(url or os.environ.get(MAINT_ENV) or DEFAULT_MAINT_URL, since=start, batch=batch)
+    if as_json:
+        print_json(report.as_dict())
+        return 0
+    console.print(f"• republished {report.republished} row(s)" + (f" ({report.first_id} .. {report.last_id})" if report.republished else ""),
+                  highlight=False)
+    if report.skipped_undeliverable:
+        console.print(f"• left {report.skipped_undeliverable} undeliverable row(s) alone (`postbox doctor` names them)", highlight=False)
+    if report.released_holds:
+        console.print("• released the retention hold", highlight=False)
     return 0
 
 

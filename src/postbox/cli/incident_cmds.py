@@ -23,6 +23,7 @@ from rich.table import Table
 from postbox.cli.client_options import command_settings, kafka_client_options
 from postbox.cli.output import console, err_console, print_json
 from postbox.errors import AuditError, PostboxError, UnsafeReplayError
+from postbox.slot import describe as describe_slot
 from postbox.settings import Settings
 
 # -- shared options -------------------------------------------------------------------------------
@@ -372,9 +373,7 @@ def lag(
     if not groups:
         console.print("no consumer group has committed offsets on outbox topics")
     slot, conn = pipe["slot"], pipe["connector"]
-    lag_bytes = slot.get("lag_bytes")
-    console.print(f"replication slot {slot.get('name')}: {slot.get('state')}" + (f", lag {lag_bytes:,} bytes" if isinstance(lag_bytes, int) else "")
-                  + (f" ({slot['error']})" if slot.get("error") else ""), highlight=False)
+    console.print(f"replication slot {slot.get('name')}: {describe_slot(slot)}", highlight=False)
     tasks = ", ".join(f"task {t['id']} {t['state']}" + (f" ({t['error']})" if t.get("error") else "") for t in conn.get("tasks", []))
     console.print(f"connector {conn['name']}: {conn['state']}" + (f"; {tasks}" if tasks else "") + (f" ({conn['error']})" if conn.get("error") else ""), highlight=False)
     return 1 if over else 0

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from postbox.cli.client_options import command_settings, kafka_client_options
 from postbox.cli.output import console, err_console, print_json
+from postbox.slot import LOSS_STATES, describe as describe_slot
 
 
 def register(app: typer.Typer) -> None:
@@ -91,10 +92,9 @@ def status(json_output: bool = typer.Option(False, "--json", help="Print the sta
     connector, task, slot = data["connector"], data["task"], data["slot"]
     console.print(f"connector {connector['name']}: {connector['state']}; task: {task['state']}"
                   + (f" ({task['error']})" if task.get("error") else ""))
-    lag = slot.get("lag_bytes")
-    console.print(f"replication slot {slot.get('name', '')}: {slot['state']}"
-                  + (f", lag {lag:,} bytes" if isinstance(lag, int) else ""))
-    healthy = all(data[n]["state"] == "running" for n in ("postgres", "redis", "kafka", "connect")) and connector["state"] == "RUNNING"
+    console.print(f"replication slot {slot.get('name', '')}: {describe_slot(slot)}", highlight=False)
+    healthy = all(data[n]["state"] == "running" for n in ("postgres", "redis", "kafka", "connect")) and connector["state"] == "RUNNING" \
+        and slot.get("wal_status") not in LOSS_STATES
     console.print("logs:", highlight=False)
     for name in ("postgres", "redis", "kafka", "connect"):
         console.print(f"  {name:<9} {data[name]['log']}", highlight=False, soft_wrap=True)

@@ -14,8 +14,9 @@ from typing import Any
 from postbox.errors import PostboxError
 from postbox.outbox.deliverable import CONSTRAINT
 from postbox.settings import Settings, redact_url
+from postbox.slot import SLOT_NAME, describe as describe_slot, read_slot
 
-SLOT = "postbox_outbox"
+SLOT = SLOT_NAME
 PUBLICATION = "postbox_outbox"
 
 
@@ -67,23 +68,7 @@ def _postgres(settings: Settings) -> list[Check]:
         wal = conn.execute("SHOW wal_level").fetchone()[0]
         out.append(Check("wal_level", "ok" if wal == "logical" else "fail", f"wal_level = {wal}",
                          None if wal == "logical" else "ALTER SYSTEM SET wal_level = logical; then restart PostgreSQL"))
-        row = conn.execute(
-            "SELECT active, wal_status, pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint, plugin"
-            " FROM pg_replication_slots WHERE slot_name = %s", (SLOT,),
-        ).fetchone()
-        if row is None:
-            out.append(Check("replication slot", "fail", f"slot {SLOT} does not exist",
-                             "register the connector (`postbox connector apply`): Debezium creates the slot"))
-        else:
-            active, wal_status, lag, plugin = row
-            status = "ok" if active and wal_status in ("reserved", "extended") else ("fail" if wal_status == "lost" else "warn")
-            fix = None
-            if wal_status == "lost":
-                fix = "the slot lost WAL it needed: events were lost; recreate the slot and resnapshot (see docs/incident.md)"
-            elif not active:
-                fix = "no connector task reads the slot: `postbox connector status`, then `postbox connector restart`"
-            out.append(Check("replication slot", status,
-                             f"{SLOT}: {'active' if active else 'inactive'}, wal_status {wal_status}, plugin {plugin}, lag {lag:,} bytes", fix))
+        out.append(_slot(conn))
         out.append(_deliverable(conn))
         pub = conn.execute(
             "SELECT p.pubinsert, p.pubviaroot, EXISTS (SELECT 1 FROM pg_publication_tables t WHERE t.pubname = p.pubname"
@@ -99,6 +84,27 @@ def _postgres(settings: Settings) -> list[Check]:
                              f" postbox.outbox {'included' if pub[2] else 'MISSING'}",
                              None if ok else "run `postbox db init` (it repairs the publication)"))
     return out
+
+
+def _slot(conn: Any) -> Check:
+    """#12.6: the slot exists, is read, and its WAL is not about to be (or already) lost."""
+    slot = read_slot(conn, SLOT)
+    line = f"{SLOT}: {describe_slot(slot)}"
+    if slot["state"] == "missing":
+        return Check("replication slot", "fail", f"slot {SLOT} does not exist",
+                     "register the connector (`postbox connector apply`): Debezium creates the slot; "
+                     "if it existed before, events written since may be lost: docs/recovery.md")
+    if slot["wal_status"] == "lost":
+        return Check("replication slot", "fail", line,
+                     "the slot lost WAL it needed: events written since the connector's last position were never "
+                     "published; recover with docs/recovery.md (new slot, then `postbox db republish`)")
+    if slot["wal_status"] == "unreserved":
+        return Check("replication slot", "fail", line + " (past max_slot_wal_keep_size: lost at the next checkpoint)",
+                     "get the connector reading now (`postbox connector status`/`restart`), or raise max_slot_wal_keep_size")
+    if slot["state"] != "active":
+        return Check("replication slot", "warn", line,
+                     "no connector task reads the slot: `postbox connector status`, then `postbox connector restart`")
+    return Check("replication slot", "ok", line)
 
 
 def _deliverable(conn: Any) -> Check:

@@ -121,7 +121,7 @@ def _ages(kafka: Kafka, parts: list[PartitionLag]) -> None:
 def pipeline_state(database_url: str, connect_url: str, connector: str) -> dict[str, Any]:
     """The replication slot and the connector/tasks, each reported, never raised."""
     from postbox.connect_client import ConnectClient
-    from postbox.stack.stack import slot_status
+    from postbox.slot import slot_status
 
     slot = slot_status(database_url)
     state: dict[str, Any] = {"name": connector}

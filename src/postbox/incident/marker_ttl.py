@@ -89,8 +89,7 @@ def broker_numbers(kafka: Any) -> BrokerNumbers:
         check_interval=_ms(entries.get("log.retention.check.interval.ms")) or timedelta(minutes=5),
         default_retention=_ms(entries.get("log.retention.ms")) if entries.get("log.retention.ms") else
         timedelta(hours=int(entries.get("log.retention.hours") or 168)),
-        default_segment=_ms(entries.get("log.roll.ms")) if entries.get("log.roll.ms") else
-        timedelta(hours=int(entries.get("log.roll.hours") or 168)),
+        default_segment=_ms(entries.get("log.roll.ms")) or timedelta(hours=int(entries.get("log.roll.hours") or 168)),
     )
 
 

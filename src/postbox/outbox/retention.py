@@ -2,9 +2,16 @@
 
 Partition retention (the default policy): keep partitions ahead of the clock, drop partitions
 whose whole range is older than the keep period, and delete old rows from the default partition
-in small batches. Dropping is safe for delivery whether or not Debezium has caught up: Debezium
-reads events from the WAL, never from the table, and the replication slot retains that WAL (and
-the catalog rows needed to decode it) until the connector confirms it.
+in small batches.
+
+Never the last copy of an unpublished event (#12.6): Debezium reads events from the WAL, but if the
+replication slot is lost (``max_slot_wal_keep_size`` exceeded during a long Connect outage) the
+table is the only place left to republish them from (docs/recovery.md). So a run refuses to drop
+or purge anything while the slot is missing, lost or about to be, and otherwise drops only rows
+the slot has confirmed: each run records a checkpoint (WAL insert position + oldest running
+transaction, ``035_retention_checkpoints.sql``), and a partition goes only when every row in it was
+written by a transaction older than a checkpoint whose position the slot has confirmed (checked
+under the partition's lock, so nothing can be inserted between the check and the DROP).
 
 Safe from cron: one run at a time (advisory lock; a second run reports and exits 0), every lock
 on the outbox is bounded by ``lock_timeout`` and retried, so emits are never stalled longer than
@@ -22,11 +29,13 @@ import psycopg
 from psycopg import sql
 
 from postbox.errors import RetentionError
+from postbox.slot import LOSS_STATES, SLOT_NAME, read_slot
 
 LOCK_KEY = "postbox.outbox.retention"
 DEFAULT_KEEP = timedelta(days=2)
 DEFAULT_WIDTH = timedelta(days=1)
 DEFAULT_AHEAD = timedelta(days=7)
+DEFAULT_CONFIRM_WAIT = timedelta(seconds=30)
 
 
 @dataclass
@@ -36,16 +45,22 @@ class RetentionReport:
     created: list[str] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+    refused: str | None = None
     purged_default_rows: int = 0
     locked_out: bool = False
     dry_run: bool = False
     partitions: list[dict[str, Any]] = field(default_factory=list)
+    slot: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "created": self.created,
             "dropped": self.dropped,
             "skipped": self.skipped,
+            "kept": self.kept,
+            "refused": self.refused,
+            "slot": {k: v for k, v in self.slot.items() if k != "database"},
             "purged_default_rows": self.purged_default_rows,
             "locked_out": self.locked_out,
             "dry_run": self.dry_run,
@@ -86,8 +101,14 @@ def run_retention(
     lock_timeout: timedelta = timedelta(seconds=2),
     attempts: int = 5,
     dry_run: bool = False,
+    slot_name: str = SLOT_NAME,
+    confirm_wait: timedelta = DEFAULT_CONFIRM_WAIT,
 ) -> RetentionReport:
-    """One retention pass as the maintenance role (it must be a member of postbox_owner)."""
+    """One retention pass as the maintenance role (it must be a member of postbox_owner).
+
+    ``confirm_wait``: how long to wait for the slot to confirm this run's checkpoint (the connector
+    confirms within its heartbeat interval); without it a run drops up to the previous run's.
+    """
     if keep < timedelta(minutes=1):
         raise RetentionError(f"keep period {keep} is too short", fix="keep rows at least a few minutes (e.g. --keep 2d)")
     report = RetentionReport(dry_run=dry_run)
@@ -103,40 +124,141 @@ def run_retention(
             report.locked_out = True
             return report
         try:
-            _finish_interrupted(conn, report, dry_run, attempts)
-            if dry_run:
-                report.created.append(f"(dry run) would ensure partitions {width} wide up to {ahead} ahead")
-            else:
-                for line in _retry(attempts, lambda: [
-                    r[0] for r in conn.execute(
-                        "SELECT postbox.outbox_ensure_partitions(%s, %s)", (width, ahead)
-                    ).fetchall()
-                ]):
-                    (report.skipped if line.startswith("skipped") else report.created).append(line)
-            old = conn.execute(
-                """SELECT partition FROM postbox.outbox_partitions
-                    WHERE NOT is_default AND NOT detach_pending AND upper_time <= now() - %s
-                    ORDER BY lower_time""",
-                (keep,),
-            ).fetchall()
-            for (name,) in old:
-                if dry_run:
-                    report.dropped.append(f"(dry run) would drop postbox.{name}")
-                    continue
-                _retry(attempts, lambda n=name: conn.execute(sql.SQL("DROP TABLE postbox.{}").format(sql.Identifier(n))))
-                report.dropped.append(f"dropped partition postbox.{name}")
-            if not dry_run:
-                while True:
-                    n = _retry(attempts, lambda: conn.execute(
-                        "SELECT postbox.outbox_purge_default(now() - %s, %s)", (keep, batch)
-                    ).fetchone()[0])  # type: ignore[index]
-                    report.purged_default_rows += int(n)
-                    if n < batch:
-                        break
+            horizon = _confirmed_horizon(conn, report, slot_name, confirm_wait)
+            _finish_interrupted(conn, report, dry_run, attempts, horizon)
+            _ensure_ahead(conn, report, width, ahead, dry_run, attempts)
+            if horizon is not None:
+                _drop_old(conn, report, keep, horizon, dry_run, attempts)
+                if not dry_run:
+                    _purge_default(conn, report, keep, batch, horizon, attempts)
             report.partitions = list_partitions(conn)
         finally:
             conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (LOCK_KEY,))
     return report
+
+
+def _ensure_ahead(conn: psycopg.Connection[Any], report: RetentionReport, width: timedelta, ahead: timedelta,
+                  dry_run: bool, attempts: int) -> None:
+    if dry_run:
+        report.created.append(f"(dry run) would ensure partitions {width} wide up to {ahead} ahead")
+        return
+    for line in _retry(attempts, lambda: [
+        r[0] for r in conn.execute("SELECT postbox.outbox_ensure_partitions(%s, %s)", (width, ahead)).fetchall()
+    ]):
+        (report.skipped if line.startswith("skipped") else report.created).append(line)
+
+
+def _confirmed_horizon(conn: psycopg.Connection[Any], report: RetentionReport, slot_name: str,
+                       confirm_wait: timedelta) -> str | None:
+    """The oldest_xid of the newest checkpoint the slot has confirmed; None (and why) when none is.
+
+    Records this run's checkpoint first (not in a dry run) and waits up to ``confirm_wait`` for
+    the slot to pass it. Older checkpoints than the one returned are no longer needed.
+    """
+    slot = read_slot(conn, slot_name)
+    report.slot = slot
+    problem = _slot_problem(slot, slot_name, conn.info.dbname)
+    if problem is not None:
+        report.refused = problem
+        if not report.dry_run:
+            conn.execute("INSERT INTO postbox.retention_holds (reason) SELECT %s"
+                         " WHERE NOT EXISTS (SELECT FROM postbox.retention_holds)", (problem,))
+        return None
+    hold = conn.execute("SELECT since, reason FROM postbox.retention_holds ORDER BY since LIMIT 1").fetchone()
+    if hold is not None:
+        report.refused = (f"retention is on hold since {hold[0]:%Y-%m-%d %H:%M:%S %Z}: {hold[1]}. Once the rows are "
+                          "republished (`postbox db republish`, docs/recovery.md) the hold is released")
+        return None
+    if not report.dry_run:
+        lsn = conn.execute(
+            "INSERT INTO postbox.retention_checkpoints (lsn, oldest_xid)"
+            " VALUES (pg_current_wal_insert_lsn(), pg_snapshot_xmin(pg_current_snapshot())) RETURNING lsn::text"
+        ).fetchone()[0]  # type: ignore[index]
+        deadline = time.monotonic() + confirm_wait.total_seconds()
+        while not _slot_passed(conn, slot_name, lsn) and time.monotonic() < deadline:
+            time.sleep(0.5)
+    row = conn.execute(
+        """SELECT c.taken_at, c.oldest_xid::text FROM postbox.retention_checkpoints c, pg_replication_slots s
+            WHERE s.slot_name = %s AND c.lsn <= s.confirmed_flush_lsn
+            ORDER BY c.taken_at DESC LIMIT 1""",
+        (slot_name,),
+    ).fetchone()
+    if row is None:
+        report.refused = (f"the replication slot {slot_name} has not yet confirmed any retention checkpoint "
+                          f"(confirmed up to {read_slot(conn, slot_name).get('confirmed_flush_lsn')}): rows may not have "
+                          "reached Kafka, nothing was dropped; the next run can drop what the slot has confirmed by then")
+        return None
+    if not report.dry_run:
+        conn.execute("DELETE FROM postbox.retention_checkpoints WHERE taken_at < %s", (row[0],))
+    return str(row[1])
+
+
+def _slot_problem(slot: dict[str, Any], slot_name: str, dbname: str) -> str | None:
+    """Why no row may be dropped now because of the slot's state, or None."""
+    why = "rows in the outbox may be the last copy of events the connector never published"
+    if slot["state"] == "missing" or slot.get("database") != dbname:
+        return (f"replication slot {slot_name} does not exist in database {dbname!r}: {why}; nothing was dropped "
+                "(register the connector; after a lost slot follow docs/recovery.md)")
+    if slot.get("wal_status") in LOSS_STATES:
+        return (f"replication slot {slot_name} is {slot['wal_status']} (it can no longer stream the WAL it needed): "
+                f"{why}; nothing was dropped until they are republished (docs/recovery.md)")
+    return None
+
+
+def _slot_passed(conn: psycopg.Connection[Any], slot_name: str, lsn: str) -> bool:
+    row = conn.execute(
+        "SELECT confirmed_flush_lsn >= %s::pg_lsn FROM pg_replication_slots WHERE slot_name = %s", (lsn, slot_name)
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def _drop_old(conn: psycopg.Connection[Any], report: RetentionReport, keep: timedelta, horizon: str,
+              dry_run: bool, attempts: int) -> None:
+    old = conn.execute(
+        """SELECT partition FROM postbox.outbox_partitions
+            WHERE NOT is_default AND NOT detach_pending AND upper_time <= now() - %s
+            ORDER BY lower_time""",
+        (keep,),
+    ).fetchall()
+    for (name,) in old:
+        unconfirmed = _retry(attempts, lambda n=name: _drop_if_confirmed(conn, n, horizon, dry_run))
+        if unconfirmed:
+            report.kept.append(f"kept partition postbox.{name}: {unconfirmed} row(s) written after the newest "
+                               "retention checkpoint the replication slot has confirmed (they may not be in Kafka yet)")
+        elif dry_run:
+            report.dropped.append(f"(dry run) would drop postbox.{name}")
+        else:
+            report.dropped.append(f"dropped partition postbox.{name}")
+
+
+def _drop_if_confirmed(conn: psycopg.Connection[Any], name: str, horizon: str, dry_run: bool) -> int:
+    """Drop ``name`` unless it holds rows the slot has not confirmed; returns how many it holds.
+
+    Under ACCESS EXCLUSIVE on the partition (which the DROP takes anyway), so no insert can land
+    between the check and the drop. The check reads the partition once (a sequential scan).
+    """
+    table = sql.Identifier(name)
+    with conn.transaction():
+        if not dry_run:
+            conn.execute(sql.SQL("LOCK TABLE postbox.{} IN ACCESS EXCLUSIVE MODE").format(table))
+        unconfirmed = conn.execute(
+            sql.SQL("SELECT count(*) FROM postbox.{} WHERE NOT postbox.xid_precedes(xmin, %s::xid8)").format(table),
+            (horizon,),
+        ).fetchone()[0]  # type: ignore[index]
+        if not unconfirmed and not dry_run:
+            conn.execute(sql.SQL("DROP TABLE postbox.{}").format(table))
+    return int(unconfirmed)
+
+
+def _purge_default(conn: psycopg.Connection[Any], report: RetentionReport, keep: timedelta, batch: int,
+                   horizon: str, attempts: int) -> None:
+    while True:
+        n = _retry(attempts, lambda: conn.execute(
+            "SELECT postbox.outbox_purge_default(now() - %s, %s, %s::xid8)", (keep, batch, horizon)
+        ).fetchone()[0])  # type: ignore[index]
+        report.purged_default_rows += int(n)
+        if n < batch:
+            break
 
 
 def _become_owner(conn: psycopg.Connection[Any]) -> None:
@@ -154,7 +276,8 @@ def _become_owner(conn: psycopg.Connection[Any]) -> None:
         raise RetentionError(f"no postbox.outbox in database {conn.info.dbname!r}", fix="run `postbox db init` first")
 
 
-def _finish_interrupted(conn: psycopg.Connection[Any], report: RetentionReport, dry_run: bool, attempts: int) -> None:
+def _finish_interrupted(conn: psycopg.Connection[Any], report: RetentionReport, dry_run: bool, attempts: int,
+                        horizon: str | None) -> None:
     """Complete what an interrupted run (or a manual DETACH CONCURRENTLY) left behind."""
     pending = conn.execute("SELECT partition FROM postbox.outbox_partitions WHERE detach_pending").fetchall()
     for (name,) in pending:
@@ -169,10 +292,16 @@ def _finish_interrupted(conn: psycopg.Connection[Any], report: RetentionReport, 
                AND NOT EXISTS (SELECT FROM pg_inherits i WHERE i.inhrelid = c.oid)"""
     ).fetchall()
     for (name,) in orphans:
-        if not dry_run:
-            # Made by an ensure that failed between CREATE and ATTACH, or detached and not dropped.
-            conn.execute(sql.SQL("DROP TABLE postbox.{}").format(sql.Identifier(name)))
-        report.dropped.append(f"dropped unattached table postbox.{name}")
+        # Made by an ensure that failed between CREATE and ATTACH, or detached and not dropped:
+        # a detached partition's rows are as unpublished as an attached one's.
+        if horizon is None:
+            report.kept.append(f"kept unattached table postbox.{name}: {report.refused}")
+            continue
+        unconfirmed = _drop_if_confirmed(conn, name, horizon, dry_run)
+        if unconfirmed:
+            report.kept.append(f"kept unattached table postbox.{name}: {unconfirmed} row(s) not yet confirmed by the slot")
+        else:
+            report.dropped.append(f"dropped unattached table postbox.{name}")
 
 
 def _retry(attempts: int, action: Any) -> Any:

@@ -86,14 +86,19 @@ $$;
 
 -- Delete up to batch rows older than older_than from the default partition; returns how many.
 -- By created_at, not id: the default partition is where ids that fit no range land, including
--- ids that are not UUIDv7 at all.
-CREATE OR REPLACE FUNCTION postbox.outbox_purge_default(older_than timestamptz, batch integer)
+-- ids that are not UUIDv7 at all. Only rows written by transactions older than horizon (the
+-- oldest_xid of a checkpoint the replication slot has confirmed, 035_retention_checkpoints.sql):
+-- the others may not have reached Kafka yet.
+DROP FUNCTION IF EXISTS postbox.outbox_purge_default(timestamptz, integer);
+CREATE OR REPLACE FUNCTION postbox.outbox_purge_default(older_than timestamptz, batch integer, horizon xid8)
 RETURNS bigint
     LANGUAGE sql
     SET search_path = pg_catalog, pg_temp
 AS $$
     WITH doomed AS (
-        SELECT ctid FROM postbox.outbox_default WHERE created_at < older_than LIMIT batch
+        SELECT ctid FROM postbox.outbox_default
+         WHERE created_at < older_than AND postbox.xid_precedes(xmin, horizon)
+         LIMIT batch
     ), gone AS (
         DELETE FROM postbox.outbox_default d USING doomed WHERE d.ctid = doomed.ctid RETURNING 1
     )
@@ -104,8 +109,8 @@ ALTER FUNCTION postbox.uuid7_bound(timestamptz) OWNER TO postbox_owner;
 ALTER FUNCTION postbox.uuid7_time(uuid) OWNER TO postbox_owner;
 ALTER VIEW postbox.outbox_partitions OWNER TO postbox_owner;
 ALTER FUNCTION postbox.outbox_ensure_partitions(interval, interval, timestamptz) OWNER TO postbox_owner;
-ALTER FUNCTION postbox.outbox_purge_default(timestamptz, integer) OWNER TO postbox_owner;
+ALTER FUNCTION postbox.outbox_purge_default(timestamptz, integer, xid8) OWNER TO postbox_owner;
 REVOKE ALL ON FUNCTION postbox.outbox_ensure_partitions(interval, interval, timestamptz) FROM PUBLIC;
-REVOKE ALL ON FUNCTION postbox.outbox_purge_default(timestamptz, integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION postbox.outbox_purge_default(timestamptz, integer, xid8) FROM PUBLIC;
 REVOKE ALL ON postbox.outbox_partitions FROM PUBLIC;
 GRANT SELECT ON postbox.outbox_partitions TO postbox_maint;

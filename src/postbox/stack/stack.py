@@ -19,6 +19,7 @@ from typing import Any, Callable
 from postbox.connect_client import ConnectClient, ConnectorFile
 from postbox.errors import PostboxError, StackError
 from postbox.resources import CONNECTOR_TEMPLATE
+from postbox.slot import slot_status
 from postbox.stack import jars, prereqs
 from postbox.stack.connect import LocalConnect
 from postbox.stack.kafka import LocalKafka
@@ -28,7 +29,6 @@ from postbox.stack.postgres import DATABASE, LocalPostgres
 from postbox.stack.redis_server import LocalRedis
 from postbox.stack.secrets import ensure_secrets, read_secrets
 
-SLOT_NAME = "postbox_outbox"
 
 Progress = Callable[[str], None]
 
@@ -221,35 +221,6 @@ class LocalStack:
             "task": task,
             "slot": slot,
         }
-
-
-def slot_status(database_url: str, slot_name: str = SLOT_NAME) -> dict[str, Any]:
-    """The replication slot's activity and how many WAL bytes it still holds back (lag)."""
-    import psycopg
-
-    try:
-        with psycopg.connect(database_url, connect_timeout=3, autocommit=True) as conn:
-            row = conn.execute(
-                """
-                SELECT active,
-                       pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint AS lag_bytes,
-                       pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint AS retained_bytes,
-                       wal_status
-                FROM pg_replication_slots WHERE slot_name = %s
-                """,
-                (slot_name,),
-            ).fetchone()
-    except psycopg.Error as exc:
-        return {"name": slot_name, "state": "unreachable", "error": str(exc).strip().splitlines()[0]}
-    if row is None:
-        return {"name": slot_name, "state": "missing", "lag_bytes": None}
-    return {
-        "name": slot_name,
-        "state": "active" if row[0] else "inactive",
-        "lag_bytes": row[1],
-        "retained_bytes": row[2],
-        "wal_status": row[3],
-    }
 
 
 @contextmanager

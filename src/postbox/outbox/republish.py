@@ -1,0 +1,96 @@
+"""Republish outbox rows still in the table (#12.6): the recovery after a lost replication slot.
+
+Why this way: each row is deleted and inserted again, unchanged, in one statement. The publication
+carries inserts only (and the connector skips deletes), so Debezium sees a fresh insert of the same
+row and the Outbox Event Router publishes it exactly as the first time: same event id, key,
+headers and payload, through the same topic routing. No second publishing path to keep in step
+with the router, and consumers absorb the copies that had reached Kafka before (dedupe by id).
+
+Rows go in id order (UUIDv7: creation order), in batches of ``batch`` rows, one transaction each,
+so per-aggregate order holds among republished events; a republished event can still arrive after
+a later event of its aggregate that was published before the loss. Rows the connector could not
+deliver (``outbox_row_problem``) are left alone and counted. A successful run releases retention's
+hold (``postbox.retention_holds``), and the re-inserted rows carry new transaction ids, so
+retention keeps them until the new slot has confirmed them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import psycopg
+
+from postbox.errors import RetentionError
+from postbox.outbox.retention import _become_owner
+
+REPUBLISH_SQL = """
+WITH batch AS (
+    SELECT id FROM postbox.outbox
+     WHERE id > %(after)s
+       AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s::timestamptz)
+       AND postbox.outbox_row_problem(aggregate_type, aggregate_id, event_type, traceparent) IS NULL
+     ORDER BY id
+     LIMIT %(batch)s
+), gone AS (
+    DELETE FROM postbox.outbox o USING batch WHERE o.id = batch.id
+    RETURNING o.id, o.aggregate_type, o.aggregate_id, o.event_type, o.payload, o.created_at, o.traceparent
+)
+INSERT INTO postbox.outbox (id, aggregate_type, aggregate_id, event_type, payload, created_at, traceparent)
+SELECT id, aggregate_type, aggregate_id, event_type, payload, created_at, traceparent FROM gone ORDER BY id
+RETURNING id
+"""
+
+
+@dataclass
+class RepublishReport:
+    republished: int = 0
+    skipped_undeliverable: int = 0
+    released_holds: int = 0
+    first_id: str | None = None
+    last_id: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def republish(
+    conninfo: str,
+    *,
+    since: datetime | None = None,
+    batch: int = 1000,
+    progress: Callable[[int], None] | None = None,
+) -> RepublishReport:
+    """Re-insert every outbox row (created at or after ``since``) so the connector publishes it again."""
+    if batch < 1:
+        raise RetentionError(f"batch {batch} must be positive", fix="e.g. --batch 1000")
+    report = RepublishReport()
+    try:
+        conn = psycopg.connect(conninfo, autocommit=True)
+    except psycopg.OperationalError as exc:
+        raise RetentionError(f"cannot connect to republish: {exc}".strip(), fix="check --url / POSTBOX_MAINT_DATABASE_URL") from exc
+    with conn:
+        _become_owner(conn)
+        after = uuid.UUID(int=0)
+        while True:
+            with conn.transaction():
+                ids = [r[0] for r in conn.execute(REPUBLISH_SQL, {"after": after, "since": since, "batch": batch})]
+            if not ids:
+                break
+            after = max(ids)
+            report.first_id = report.first_id or str(min(ids))
+            report.last_id = str(after)
+            report.republished += len(ids)
+            if progress is not None:
+                progress(report.republished)
+        report.skipped_undeliverable = conn.execute(
+            "SELECT count(*) FROM postbox.outbox_undeliverable(2147483647)"
+        ).fetchone()[0]  # type: ignore[index]
+        report.released_holds = conn.execute("DELETE FROM postbox.retention_holds").rowcount
+    return report
+
+
+__all__ = ["RepublishReport", "republish"]
