@@ -98,7 +98,10 @@ def test_a_group_idle_past_its_offsets_is_applied_nothing_twice(settings, redis_
     agg = short_topic.removeprefix("outbox.event.")
     produce(settings.kafka_bootstrap, short_topic, [json_event(agg, f"a{i % 3}", "Counted", i) for i in range(EVENTS)])
     config = ConsumerConfig.load(group=group, topics=short_topic, batch_wait_ms=50, marker_ttl=timedelta(days=8))
-    count = lambda: sum(int(redis_client.hget(f"{{{agg}:a{i}}}:count", "n") or 0) for i in range(3))
+
+    def count() -> int:
+        return sum(int(redis_client.hget(f"{{{agg}:a{i}}}:count", "n") or 0) for i in range(3))
+
 
     first = ThreadedRuntime(counting_app, config).start()
     try:
