@@ -5,6 +5,7 @@ connection, the traceparent of the current OpenTelemetry span, and `postbox db r
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import threading
@@ -216,3 +217,14 @@ def test_retention_lock_timeout_lets_emits_through_and_retries(settings, admin_d
     report = json.loads(out)
     assert any("dropped partition" in line for line in report["dropped"]), report
     admin_conn.execute("DELETE FROM postbox.outbox WHERE aggregate_type = %s", (f"lock{unique}",))
+
+
+def test_retention_defaults_to_the_local_stacks_maintenance_role():
+    """`postbox db retention --help`: "postbox_maint URL (env POSTBOX_MAINT_DATABASE_URL; default:
+    local stack)"; docs/writer.md: `postbox db retention` runs from cron as `postbox_maint`. Without
+    --url or the variable, the command reaches the local stack (its port, its generated password)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("POSTBOX_MAINT_DATABASE_URL", "POSTBOX_ADMIN_DATABASE_URL")}
+    for command in (["db", "retention", "--dry-run", "--json"], ["db", "status", "--json"]):
+        done = subprocess.run([*CLI, *command], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout), done.stdout

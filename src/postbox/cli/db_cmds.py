@@ -15,8 +15,23 @@ db_app = typer.Typer(help="The outbox in PostgreSQL: setup and retention.", no_a
 
 ADMIN_ENV = "POSTBOX_ADMIN_DATABASE_URL"
 MAINT_ENV = "POSTBOX_MAINT_DATABASE_URL"
-#: The maintenance role on the local stack (like the app's default URL in settings.py).
-DEFAULT_MAINT_URL = "postgresql://postbox_maint:postbox_maint@127.0.0.1:5432/postbox"
+
+
+def _maint_url(url: Optional[str]) -> str:
+    """--url, else POSTBOX_MAINT_DATABASE_URL, else the local stack's postbox_maint: the stack's
+    PostgreSQL port and the password `postbox up` generated for the role."""
+    chosen = url or os.environ.get(MAINT_ENV)
+    if chosen:
+        return chosen
+    from psycopg.conninfo import make_conninfo
+
+    from postbox.stack.stack import LocalStack
+
+    stack = LocalStack(locate_tools=False)
+    password = stack.secrets().get("POSTBOX_MAINT_PASSWORD")
+    if not password:
+        raise ConfigError("no maintenance database URL and no local stack secrets", fix=f"pass --url or set {MAINT_ENV}")
+    return make_conninfo(stack.app_database_url(), user="postbox_maint", password=password)
 
 
 @db_app.command("init")
@@ -73,7 +88,7 @@ def retention(
     if not (lock_timeout.endswith("s") and lock_timeout[:-1].isdigit() and int(lock_timeout[:-1]) > 0):
         raise ConfigError(f"--lock-timeout {lock_timeout!r} is not a number of seconds", fix="e.g. --lock-timeout 2s")
     report = run_retention(
-        url or os.environ.get(MAINT_ENV) or DEFAULT_MAINT_URL,
+        _maint_url(url),
         keep=parse_duration(keep),
         width=parse_duration(width),
         ahead=parse_duration(ahead),
@@ -134,7 +149,7 @@ def status(
 
     from postbox.outbox.retention import _become_owner, list_partitions
 
-    with psycopg.connect(url or os.environ.get(MAINT_ENV) or DEFAULT_MAINT_URL, autocommit=True) as conn:
+    with psycopg.connect(_maint_url(url), autocommit=True) as conn:
         _become_owner(conn)
         parts = list_partitions(conn)
     if as_json:
