@@ -126,7 +126,7 @@ def republish_cmd(
         start = datetime.fromisoformat(since.replace("Z", "+00:00")) if since else None
     except ValueError:
         raise ConfigError(f"--since {since!r} is not an ISO time", fix="e.g. --since 2024-05-06T07:00:00Z") from None
-    report = republish(url or os.environ.get(MAINT_ENV) or DEFAULT_MAINT_URL, since=start, batch=batch)
+    report = republish(_maint_url(url), since=start, batch=batch)
     if as_json:
         print_json(report.as_dict())
         return 0
