@@ -15,6 +15,7 @@ bootstrap when no flag says otherwise: ``--kafka-bootstrap`` > ``-X bootstrap.se
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Iterable, Mapping
 from urllib.parse import urlsplit
@@ -149,17 +150,29 @@ class Settings:
 def _check_url(name: str, value: str, schemes: tuple[str, ...]) -> None:
     var = ENV_NAMES[name]
     parts = urlsplit(value)
+    shown = _without_password(value)  # the error is printed and logged
     if parts.scheme not in schemes:
         raise ConfigError(
-            f"{var}={value!r}: expected a URL starting with {' or '.join(s + '://' for s in schemes)}",
+            f"{var}={shown!r}: expected a URL starting with {' or '.join(s + '://' for s in schemes)}",
             fix=f"set {var} to e.g. {getattr(Settings, name)}",
         )
     if parts.scheme != "unix" and not parts.hostname:
-        raise ConfigError(f"{var}={value!r}: the URL names no host", fix=f"e.g. {getattr(Settings, name)}")
+        raise ConfigError(f"{var}={shown!r}: the URL names no host", fix=f"e.g. {getattr(Settings, name)}")
     try:
         _ = parts.port  # urlsplit parses the port only when asked
     except ValueError:
-        raise ConfigError(f"{var}={value!r}: the port is not a number from 1 to 65535") from None
+        raise ConfigError(f"{var}={shown!r}: the port is not a number from 1 to 65535") from None
+
+
+#: ``scheme://user:<password>@`` (up to the last ``@``: an unencoded ``@`` in a password is masked
+#: too) and libpq's ``password=...`` (a key=value string given where a URL belongs).
+_URL_PASSWORD = re.compile(r"^([a-z][a-z0-9+.-]*://[^:/@]*):.*@", re.IGNORECASE)
+_KV_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
+
+
+def _without_password(value: str) -> str:
+    """A refused URL setting as it may be shown: any password in it replaced by ***."""
+    return _KV_PASSWORD.sub(r"\1***", _URL_PASSWORD.sub(r"\1:***@", value))
 
 
 def _check_bootstrap(value: str) -> None:
