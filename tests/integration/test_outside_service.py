@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -29,7 +30,6 @@ import pytest
 import redis
 from psycopg.conninfo import make_conninfo
 
-from postbox.settings import Settings
 
 pytestmark = pytest.mark.integration
 
@@ -105,23 +105,25 @@ def service(tmp_path: Path, unique: str) -> Path:
     return folder
 
 
-def _environment(bin_dir: Path, settings: Settings, admin_url: str) -> dict[str, str]:
-    """What a user's shell holds: the venv first on PATH and the four settings; no checkout."""
+def _environment(bin_dir: Path, admin_url: str) -> dict[str, str]:
+    """What a user's shell holds after `eval "$(postbox env)"` in the postbox checkout (the settings,
+    and the Redis fsync policy the consumer's ACL user cannot read), with the venv first on PATH;
+    nothing names the checkout."""
+    exported = _run([sys.executable, "-m", "postbox", "env"], cwd=ROOT)
+    settings = dict(shlex.split(line.removeprefix("export "))[0].split("=", 1) for line in exported.splitlines() if line.startswith("export "))
+    assert "POSTBOX_REDIS_APPENDFSYNC" in settings, exported
     keep = {k: v for k, v in os.environ.items() if not k.startswith(("POSTBOX_", "PYTHON", "VIRTUAL_ENV"))}
     return {
         **keep,
         "PATH": f"{bin_dir}{os.pathsep}{keep.get('PATH', '')}",
-        **settings.as_env(),
+        **settings,
         "POSTBOX_ADMIN_DATABASE_URL": admin_url,
-        # The consumer's ACL user may not read CONFIG: the user declares the server's fsync policy
-        # (the stack's Redis runs with appendfsync always), as the README says.
-        "POSTBOX_REDIS_APPENDFSYNC": "always",
     }
 
 
-def test_a_service_outside_the_checkout_emits_consumes_and_tails(installed, service, settings, admin_conn, admin_database_url,
+def test_a_service_outside_the_checkout_emits_consumes_and_tails(installed, service, admin_conn, admin_database_url,
                                                                  admin_redis_url, unique):
-    env = _environment(installed, settings, admin_database_url)
+    env = _environment(installed, admin_database_url)
     where = _run([str(installed / "python"), "-c", "import postbox, postbox.resources as r; print(postbox.__file__); print(r.SQL_DIR)"],
                  cwd=service, env=env)
     assert str(ROOT) not in where and str(installed.parent) in where, where

@@ -138,7 +138,8 @@ def test_postbox_consume_exits_1_before_reading_a_record(tmp_path):
     """))
     env = {**os.environ, "POSTBOX_SCHEMAS_DIR": str(tmp_path / "my-schemas"),
            "POSTBOX_KAFKA_BOOTSTRAP": "127.0.0.1:1", "POSTBOX_REDIS_URL": "redis://127.0.0.1:1/0"}
-    done = subprocess.run([sys.executable, "-m", "postbox", "consume", "service:app"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=60)
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert "user/PasswordReset.v1.avsc" in done.stdout + done.stderr
+    for check in ([], ["--check"]):
+        done = subprocess.run([sys.executable, "-m", "postbox", "consume", "service:app", *check], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert "user/PasswordReset.v1.avsc" in done.stdout + done.stderr

@@ -20,13 +20,48 @@ def _fake_java(folder: Path, version_line: str) -> Path:
     return java
 
 
+@pytest.fixture(autouse=True)
+def no_system_jvms(monkeypatch, tmp_path):
+    """This machine's /usr/lib/jvm stays out of the tests that do not build their own."""
+    monkeypatch.setattr(prereqs, "JVM_ROOT", tmp_path / "no-jvm")
+
+
 def test_no_java_at_all_names_java_17_and_the_install_command(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("JAVA_HOME", raising=False)
     with pytest.raises(StackError) as err:
         prereqs.find_java()
     assert "Java 17" in err.value.message
-    assert "openjdk-17" in err.value.fix
+    assert "default-jre-headless" in err.value.fix
+
+
+def test_an_old_java_on_path_does_not_hide_a_newer_installed_one(monkeypatch, tmp_path):
+    """#13.3: any installed JRE >= 17 serves (Debian 12 ships 17, Ubuntu 24.04 21, vendors 25...)."""
+    path_dir, jvm = tmp_path / "bin", tmp_path / "jvm"
+    for folder in (path_dir, jvm / "java-21-openjdk" / "bin", jvm / "temurin-25-jdk" / "bin"):
+        folder.mkdir(parents=True)
+    _fake_java(path_dir, 'openjdk version "11.0.2" 2019-01-15')
+    _fake_java(jvm / "java-21-openjdk" / "bin", 'openjdk version "21.0.5" 2024-10-15')
+    _fake_java(jvm / "temurin-25-jdk" / "bin", 'openjdk version "25" 2025-09-16')
+    monkeypatch.setenv("PATH", str(path_dir))
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setattr(prereqs, "JVM_ROOT", jvm)
+    java, version = prereqs.find_java()
+    assert (java, version) == (jvm / "temurin-25-jdk" / "bin" / "java", 25)
+
+
+def test_any_postgresql_from_14_serves_and_an_older_one_is_named(monkeypatch, tmp_path):
+    for version in ("13", "16"):
+        bin_dir = tmp_path / version / "bin"
+        bin_dir.mkdir(parents=True)
+        for name in ("postgres", "initdb"):
+            (bin_dir / name).write_text("")
+    monkeypatch.delenv("POSTBOX_PG_BIN", raising=False)
+    monkeypatch.setattr(prereqs, "PG_ROOT", tmp_path)
+    assert prereqs.find_pg_bin() == tmp_path / "16" / "bin"
+    (tmp_path / "16" / "bin" / "postgres").unlink()
+    with pytest.raises(StackError, match="newest PostgreSQL installed is 13; the local stack needs 14"):
+        prereqs.find_pg_bin()
 
 
 def test_too_old_java_is_refused_with_its_version(monkeypatch, tmp_path):

@@ -55,6 +55,9 @@ def consume(
         schemas_dir=schemas_dir, client_id=client_id,
     )  # fmt: skip
     if check:
+        from postbox.consumer.reader_schemas import load_reader_codec
+
+        load_reader_codec(app, config)  # a handler's missing schema is a configuration error here too
         print_json({"app": app_spec, "handlers": [f"{r.aggregate_type}/{r.event_type} -> {r.name}" for r in app.routes],
                     "config": config.describe(), "sources": dict(config.sources)})  # fmt: skip
         return 0

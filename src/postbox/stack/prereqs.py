@@ -16,6 +16,12 @@ from pathlib import Path
 from postbox.errors import StackError
 
 INSTALL_HINT = "run ./dev.sh setup (or: apt-get install -y {pkgs})"
+#: Any installed version at or above these serves (dev.sh checks the same before installing).
+MIN_JAVA = 17
+MIN_POSTGRES = 14
+#: Where Debian and Ubuntu install Java runtimes (one folder per JRE/JDK, any vendor).
+JVM_ROOT = Path("/usr/lib/jvm")
+PG_ROOT = Path("/usr/lib/postgresql")
 
 
 @dataclass(frozen=True)
@@ -28,25 +34,32 @@ class Toolchain:
 
 
 def find_java() -> tuple[Path, int]:
-    """A Java 17+ runtime: JAVA_HOME first, then `java` on PATH."""
+    """A Java 17+ runtime: JAVA_HOME first, then `java` on PATH, then any JRE in /usr/lib/jvm
+    (the newest there), so an older default `java` does not hide an installed newer one."""
     candidates: list[Path] = []
     if os.environ.get("JAVA_HOME"):
         candidates.append(Path(os.environ["JAVA_HOME"]) / "bin" / "java")
     on_path = shutil.which("java")
     if on_path:
         candidates.append(Path(on_path))
+    candidates += sorted(JVM_ROOT.glob("*/bin/java")) if JVM_ROOT.is_dir() else []
     seen_versions: list[str] = []
+    best: tuple[Path, int] | None = None
     for java in candidates:
         if not java.is_file():
             continue
         version = java_major_version(java)
         seen_versions.append(f"{java} is Java {version}")
-        if version >= 17:
-            return java, version
-    found = "; ".join(seen_versions) or "no java on PATH and JAVA_HOME unset"
+        if version >= MIN_JAVA and java.parent.parent.parent != JVM_ROOT:
+            return java, version  # chosen by the user (JAVA_HOME or PATH)
+        if version >= MIN_JAVA and (best is None or version > best[1]):
+            best = (java, version)
+    if best is not None:
+        return best
+    found = "; ".join(seen_versions) or "no java on PATH, JAVA_HOME unset, none in /usr/lib/jvm"
     raise StackError(
-        f"Kafka and Kafka Connect need Java 17 or newer ({found})",
-        fix=INSTALL_HINT.format(pkgs="openjdk-17-jre-headless") + ", or set JAVA_HOME to a JDK 17+",
+        f"Kafka and Kafka Connect need Java {MIN_JAVA} or newer ({found})",
+        fix=INSTALL_HINT.format(pkgs="default-jre-headless") + f", or set JAVA_HOME to a Java {MIN_JAVA}+ runtime",
     )
 
 
@@ -81,9 +94,14 @@ def find_pg_bin() -> Path:
             raise StackError(f"POSTBOX_PG_BIN={env}: no postgres binary there")
         return path
     versions = sorted(
-        (p for p in Path("/usr/lib/postgresql").glob("*/bin") if (p / "postgres").is_file() and (p / "initdb").is_file()),
+        (p for p in PG_ROOT.glob("*/bin") if (p / "postgres").is_file() and (p / "initdb").is_file()),
         key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0,
     )
+    if versions and versions[-1].parent.name.isdigit() and int(versions[-1].parent.name) < MIN_POSTGRES:
+        raise StackError(
+            f"the newest PostgreSQL installed is {versions[-1].parent.name}; the local stack needs {MIN_POSTGRES} or newer",
+            fix=INSTALL_HINT.format(pkgs="postgresql") + ", or set POSTBOX_PG_BIN to a newer server's bin folder",
+        )
     if versions:
         return versions[-1]
     initdb = shutil.which("initdb")

@@ -77,6 +77,9 @@ class LocalStack:
             "POSTBOX_KAFKA_BOOTSTRAP": self.kafka.address,
             "POSTBOX_REDIS_URL": self.redis.consumer_url(),
             "POSTBOX_CONNECT_URL": self.connect.url,
+            # The consumer's ACL user may not read CONFIG: a consumer run outside this checkout
+            # learns the server's fsync policy from here (postbox.effects.durability).
+            "POSTBOX_REDIS_APPENDFSYNC": self.redis.appendfsync(),
         }
 
     def cdc_env(self) -> dict[str, str]:
