@@ -127,7 +127,7 @@ class Settings:
     def validate(self) -> None:
         """Raise ConfigError naming the variable whose value cannot be used."""
         _check_url("database_url", self.database_url, ("postgresql", "postgres"))
-        _check_url("redis_url", self.redis_url, ("redis", "rediss", "unix"))
+        _check_redis_url(self.redis_url)
         _check_url("connect_url", self.connect_url, ("http", "https"))
         _check_bootstrap(self.kafka_bootstrap)
 
@@ -173,6 +173,21 @@ _KV_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORE
 def _without_password(value: str) -> str:
     """A refused URL setting as it may be shown: any password in it replaced by ***."""
     return _KV_PASSWORD.sub(r"\1***", _URL_PASSWORD.sub(r"\1:***@", value))
+
+
+def _check_redis_url(value: str) -> None:
+    """One server (redis://, rediss://, unix://) or a cluster (redis+cluster://h:p,h:p)."""
+    from postbox.redis_client import check_url
+
+    var = ENV_NAMES["redis_url"]
+    try:
+        check_url(value)
+    except ValueError as exc:
+        raise ConfigError(
+            f"{var}={redact_url(value)!r}: {exc}",
+            fix=f"set {var} to e.g. {DEFAULT_REDIS_URL}, rediss://user:password@host:6380/0?ssl_ca_certs=/path/ca.pem "
+            "or redis+cluster://user:password@host1:7000,host2:7001",
+        ) from None
 
 
 def _check_bootstrap(value: str) -> None:

@@ -3,9 +3,9 @@
 The local stack stays plaintext (every other test and helper uses it); this fixture starts its own
 one-node KRaft broker from the same jars with a ``SASL_SSL`` listener for clients and a loopback
 ``PLAINTEXT`` listener the broker uses to talk to itself. The test makes everything the way an
-operator would: a CA and a server certificate with ``openssl`` (SAN 127.0.0.1 and localhost, so
-host-name verification stays on), a PKCS#12 keystore, and the SCRAM users written into the
-cluster's metadata at format time by Kafka's own ``kafka-storage format --add-scram``.
+operator would: a CA and a server certificate with ``openssl`` (tests/support/tls.py), a PKCS#12
+keystore, and the SCRAM user written into the cluster's metadata at format time by Kafka's own
+``kafka-storage format --add-scram``.
 """
 
 from __future__ import annotations
@@ -22,35 +22,11 @@ from postbox.stack.checkout import infra_dir
 from postbox.stack.layout import StackLayout
 from postbox.stack.prereqs import find_java
 from tests.support.redis_servers import free_port
+from tests.support.tls import KEYSTORE_PASSWORD, make_certificates
 
 USER = "postbox-billing"
 PASSWORD = "s3cret:with@odd/chars%"
 MECHANISM = "SCRAM-SHA-512"
-KEYSTORE_PASSWORD = "keystore-pass"
-
-
-def _run(argv: list[str], cwd: Path) -> None:
-    done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv[:3])}... failed: {(done.stderr or done.stdout)[-1500:]}")
-
-
-def make_certificates(folder: Path) -> tuple[Path, Path]:
-    """A CA (PEM, for clients' ssl.ca.location) and the broker's PKCS#12 keystore signed by it."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    steps = [
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=postbox-test-ca",
-         "-keyout", "ca.key", "-out", "ca.pem"],
-        ["openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost", "-keyout", "broker.key", "-out", "broker.csr"],
-        ["openssl", "x509", "-req", "-in", "broker.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-         "-days", "2", "-extfile", "san.ext", "-out", "broker.pem"],
-        ["openssl", "pkcs12", "-export", "-in", "broker.pem", "-inkey", "broker.key", "-certfile", "ca.pem",
-         "-name", "broker", "-passout", f"pass:{KEYSTORE_PASSWORD}", "-out", "broker.p12"],
-    ]  # fmt: skip
-    for argv in steps:
-        _run(argv, folder)
-    return folder / "ca.pem", folder / "broker.p12"
 
 
 @dataclass
@@ -82,13 +58,13 @@ class SecuredKafka:
     def start(self) -> "SecuredKafka":
         tls = self.folder / "tls"
         config = self.folder / "server.properties"
-        config.write_text(self._server_properties(tls / "broker.p12"))
+        config.write_text(self._server_properties(tls / "server.p12"))
         fmt = subprocess.Popen(  # the storage tool's JVM starts while openssl makes the certificates
             _java("kafka.tools.StorageTool", "format", "-t", "c2VjdXJlZC10ZXN0LWNsdXN0ZXI", "-c", str(config),
                   "--standalone", "--add-scram", f"{MECHANISM}=[name={USER},password={PASSWORD}]"),
             cwd=self.folder, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         )  # fmt: skip
-        self.ca, _keystore = make_certificates(tls)
+        self.ca = make_certificates(tls).ca
         out, _ = fmt.communicate(timeout=180)
         if fmt.returncode != 0:
             raise RuntimeError(f"formatting the secured broker's storage failed: {out.decode(errors='replace')[-1500:]}")

@@ -57,6 +57,8 @@ from postbox.consumer.partition_state import PartitionState, pending
 from postbox.effects import ApplyResult, Effects, EffectsEngine, EventRef
 from postbox.errors import ConfigError, EffectEngineError, TransientEffectError
 from postbox.events import Event
+from postbox.redis_client import check_not_cluster_node
+from postbox.redis_client import connect as connect_redis
 from postbox.settings import redact_url
 
 log = logging.getLogger("postbox.consumer")
@@ -123,7 +125,7 @@ class ConsumerRuntime:
         self.metrics = metrics or Metrics(config.group)
         self.install_signals = install_signals
         self.kafka_overrides = dict(kafka_overrides or {})
-        self.redis = redis_client or redis.Redis.from_url(
+        self.redis = redis_client or connect_redis(
             config.redis_url, socket_timeout=10, socket_connect_timeout=5, health_check_interval=30
         )
         self.engine = EffectsEngine(self.redis, config.group, marker_ttl=config.marker_ttl)
@@ -194,7 +196,7 @@ class ConsumerRuntime:
                     self._process(messages)
                 self._commit()
                 self._update_lag()
-        except EffectEngineError as exc:
+        except (EffectEngineError, ConfigError) as exc:  # e.g. an ACL refusal, Redis credentials revoked
             log_event(log, logging.ERROR, "effects engine error: stopping without committing the batch", error=str(exc))
             code = EXIT_ENGINE_ERROR
         finally:
@@ -264,6 +266,7 @@ class ConsumerRuntime:
                 log_event(log, logging.WARNING, "waiting for Redis", error=str(exc), attempt=attempt, retry_in_s=round(delay, 2))
                 if self._stop.wait(delay):
                     raise Stopped() from None
+        check_not_cluster_node(self.redis, self.config.redis_url)
         if not durability.durable:
             if self.config.require_durable:
                 raise ConfigError(

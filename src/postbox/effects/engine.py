@@ -56,6 +56,7 @@ from postbox.effects.builder import EffectCommand, Effects
 from postbox.effects.durability import Durability, check_durability
 from postbox.effects.keys import EventRef, KeyLayout, describe_slots, key_slot, legacy_anchor
 from postbox.effects.script import ApplyScript, build_script, default_functions_dir
+from postbox.redis_client import login_error
 from postbox.errors import (
     CrossSlotEffectError,
     EffectEngineError,
@@ -479,6 +480,9 @@ class EffectsEngine:
         return replies
 
     def _classify(self, exc: BaseException) -> Exception:
+        refused = login_error(exc)  # wrong credentials or CA: no retry fixes them
+        if refused is not None:
+            return refused
         if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
             reason = "LOADING" if isinstance(exc, redis.BusyLoadingError) else "connection"
             return TransientEffectError(f"Redis unreachable or reply lost: {exc}", reason=reason)

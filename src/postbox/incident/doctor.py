@@ -173,11 +173,19 @@ def _redis(settings: Settings) -> list[Check]:
 
     from postbox.effects import EffectsEngine, check_durability
 
-    client = redis.Redis.from_url(settings.redis_url, socket_connect_timeout=3, socket_timeout=10)
+    from postbox.redis_client import check_not_cluster_node, connect, login_error
+
+    client = connect(settings.redis_url, socket_connect_timeout=3, socket_timeout=10)
     try:
         try:
             client.ping()
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            check_not_cluster_node(client, settings.redis_url)
+        except PostboxError as exc:
+            return [Check("redis reachable", "fail", exc.message, exc.fix)]
+        except (redis.ConnectionError, redis.TimeoutError, redis.RedisClusterException) as exc:
+            refused = login_error(exc, settings.redis_url)
+            if refused is not None:
+                return [Check("redis reachable", "fail", refused.message, refused.fix)]
             return [Check("redis reachable", "fail", f"{redact_url(settings.redis_url)}: {exc}", "start it with `postbox up`, or fix POSTBOX_REDIS_URL"),
                     Check("redis persistence", "skip", "Redis unreachable"), Check("scripts loadable", "skip", "Redis unreachable")]
         version = client.info("server").get("redis_version", "?")

@@ -25,6 +25,7 @@ from postbox.effects.engine import DEFAULT_MARKER_TTL
 from postbox.effects.keys import KeyLayout, _glob_escape
 from postbox.durations import parse_duration
 from postbox.errors import ConfigError, IncidentError
+from postbox.redis_client import connect
 from postbox.settings import redact_url
 
 NAMESPACE = "postbox"
@@ -105,7 +106,7 @@ class RedisState:
     def __init__(self, url: str, namespace: str = NAMESPACE) -> None:
         self.url = url
         self.namespace = namespace
-        self.client = redis.Redis.from_url(url, socket_connect_timeout=3, socket_timeout=10)
+        self.client = connect(url, socket_connect_timeout=3, socket_timeout=10)
 
     def close(self) -> None:
         self.client.close()
