@@ -225,8 +225,10 @@ def local_database_url() -> str | None:
         return None
     if not password:
         return None
+    from postbox.database_url import database_url
+
     port = os.environ.get("POSTBOX_PG_PORT") or str(LOCAL_PG_PORT)
-    return f"postgresql://postbox_app:{password}@127.0.0.1:{port}/postbox"
+    return database_url(user="postbox_app", password=password, port=port)
 
 
 def local_redis_url(env: Mapping[str, str] | None = None) -> str | None:

@@ -65,9 +65,10 @@ def reading_database_url(flag: str | None, app_url: str) -> tuple[str, str]:
     if password:
         from urllib.parse import urlsplit
 
-        app = urlsplit(app_url)
-        if app.hostname in ("127.0.0.1", "localhost"):
-            return f"postgresql://postbox_maint:{password}@{app.hostname}:{app.port or 5432}{app.path or '/postbox'}", "local stack (postbox_maint)"
+        from postbox.database_url import same_server_as
+
+        if urlsplit(app_url).hostname in ("127.0.0.1", "localhost"):
+            return same_server_as(app_url, user="postbox_maint", password=password), "local stack (postbox_maint)"
     return app_url, "POSTBOX_DATABASE_URL (app role)"
 
 

@@ -15,6 +15,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from postbox.database_url import database_url
 from postbox.errors import StackError
 from postbox.stack.layout import StackLayout
 from postbox.stack.processes import port_open, port_owner
@@ -46,7 +47,7 @@ class LocalPostgres:
         return f"host={self.layout.pg_socket_dir} port={self.port} user={SERVER_USER} dbname={dbname}"
 
     def admin_url(self, dbname: str = DATABASE) -> str:
-        return f"postgresql://{SERVER_USER}@/{dbname}?host={self.layout.pg_socket_dir}&port={self.port}"
+        return database_url(user=SERVER_USER, host=str(self.layout.pg_socket_dir), port=self.port, dbname=dbname)
 
     # -- running as the postgres OS user --------------------------------------------------------
     def _as_server_user(self, argv: list[str]) -> list[str]:

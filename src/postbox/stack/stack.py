@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from postbox.connect_client import ConnectClient, ConnectorFile
+from postbox.database_url import database_url
 from postbox.errors import PostboxError, StackError
 from postbox.resources import CONNECTOR_TEMPLATE
 from postbox.slot import slot_status
@@ -69,7 +70,7 @@ class LocalStack:
 
     def app_database_url(self) -> str:
         password = self.secrets().get("POSTBOX_APP_PASSWORD", "")
-        return f"postgresql://postbox_app:{password}@127.0.0.1:{self.ports.postgres}/{DATABASE}"
+        return database_url(user="postbox_app", password=password, port=self.ports.postgres, dbname=DATABASE)
 
     def env(self) -> dict[str, str]:
         return {
