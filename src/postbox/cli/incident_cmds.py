@@ -684,6 +684,7 @@ def connector_restart(
 @kafka_client_options
 def connector_apply(
     file: Optional[Path] = typer.Option(None, "--file", help="Connector JSON (default: the packaged template, postbox/connectors/outbox.json)."),
+    topics_file: Optional[Path] = typer.Option(None, "--topics-file", help="Partitions/replication per aggregate type for new topics (JSON; env POSTBOX_TOPICS_FILE)."),
     yes: bool = YesOpt,
     wait: float = typer.Option(0.0, "--wait", help="Then wait up to this many seconds for connector and tasks to be RUNNING."),
     json_output: bool = JsonOpt,
@@ -696,7 +697,9 @@ def connector_apply(
         from postbox.resources import CONNECTOR_TEMPLATE
 
         file = CONNECTOR_TEMPLATE
-    connector = ConnectorFile.load(file)
+    from postbox.topic_creation import TopicsConfig, connector_with_topics
+
+    connector = connector_with_topics(ConnectorFile.load(file), TopicsConfig.load(topics_file))
     settings = _settings(connect_url=connect_url, kafka_bootstrap=kafka_bootstrap)
     with ConnectClient(settings.connect_url, timeout=10) as client:
         current = client.config(connector.name)

@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 from postbox.connect_client import ConnectClient, ConnectorFile
 from postbox.database_url import database_url
+from postbox.topic_creation import TopicsConfig, connector_with_topics
 from postbox.errors import PostboxError, StackError
 from postbox.resources import CONNECTOR_TEMPLATE
 from postbox.slot import slot_status
@@ -145,7 +146,7 @@ class LocalStack:
         report.steps.append(Step("connect", connect_outcome, connect_outcome == "started"))
         self.connect.wait_ready(wait_timeout, on_wait=_ticker(progress, "connect: waiting for the REST API"))
 
-        connector = ConnectorFile.load(CONNECTOR_TEMPLATE)
+        connector = connector_with_topics(ConnectorFile.load(CONNECTOR_TEMPLATE), TopicsConfig.load())
         with ConnectClient(self.connect.url) as client:
             applied = client.apply(connector)
             report.steps.append(Step(f"connector/{connector.name}", applied, applied != "unchanged"))

@@ -1,0 +1,38 @@
+"""#13.2 partitions per aggregate type, on the real pipeline: Debezium creates the topic of an
+aggregate named in the topics file with its partitions, the others with the default (3)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from tests.integration.incident_support import cli_json, insert
+from tests.support.consumers import wait_for
+
+pytestmark = pytest.mark.integration
+
+
+def _partitions(bootstrap: str, topic: str) -> int:
+    meta = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic=topic, timeout=10).topics.get(topic)
+    return 0 if meta is None or meta.error is not None else len(meta.partitions)
+
+
+def test_new_topics_get_their_aggregates_partitions(settings, pg_conn, unique: str, tmp_path: Path) -> None:
+    wide, plain = f"wide{unique}", f"plain{unique}"
+    topics_file = tmp_path / "topics.json"
+    topics_file.write_text(json.dumps({"aggregates": {wide: {"partitions": 5, "replication_factor": 1}}}))
+    applied = cli_json("connector", "apply", "--topics-file", str(topics_file), "--yes", "--wait", "60")
+    try:
+        assert applied["outcome"] != "unchanged" and "topic.creation.groups" in applied["changed"]
+        insert(pg_conn, wide, "w1", "Counted", {"seq": 1})
+        insert(pg_conn, plain, "p1", "Counted", {"seq": 1})
+        for topic in (f"outbox.event.{wide}", f"outbox.event.{plain}"):
+            wait_for(lambda t=topic: _partitions(settings.kafka_bootstrap, t) > 0, 90, f"{topic} created by Debezium")
+        assert _partitions(settings.kafka_bootstrap, f"outbox.event.{wide}") == 5
+        assert _partitions(settings.kafka_bootstrap, f"outbox.event.{plain}") == 3
+    finally:
+        restored = cli_json("connector", "apply", "--yes", "--wait", "60")  # back to the packaged template
+        assert "topic.creation.groups" in restored["changed"]
