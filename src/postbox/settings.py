@@ -184,7 +184,7 @@ def _check_redis_url(value: str) -> None:
         check_url(value)
     except ValueError as exc:
         raise ConfigError(
-            f"{var}={redact_url(value)!r}: {exc}",
+            f"{var}={_without_password(value)!r}: {exc}",
             fix=f"set {var} to e.g. {DEFAULT_REDIS_URL}, rediss://user:password@host:6380/0?ssl_ca_certs=/path/ca.pem "
             "or redis+cluster://user:password@host1:7000,host2:7001",
         ) from None
