@@ -128,6 +128,17 @@ class EffectEngineError(EffectError):
     consumer and look. The message names what failed."""
 
 
+class EffectConfigError(EffectEngineError):
+    """Redis or the deployment refuses what the effects need, the same for every event: an ACL
+    refusal (a command or key the consumer's Redis user may not use, inside the apply script or a
+    user Lua function), a command scripts may not run, a user effect function whose file is missing.
+
+    Dead-lettering would move every event of the stream to the DLQ for nothing, so the consumer
+    stops instead (exit code 3): nothing of the batch is committed or dead-lettered, and the
+    message names the refusal and the fix. After the fix, the records are simply consumed again.
+    """
+
+
 class TraceContextError(PostboxError):
     """A W3C traceparent value is malformed."""
 

@@ -15,7 +15,7 @@ from postbox.effects import (
     TransientEffectError,
     check_durability,
 )
-from postbox.errors import EffectEngineError
+from postbox.errors import EffectConfigError, EffectEngineError
 from tests.integration.conftest_effects import (  # noqa: F401 - fixtures
     FUNCTIONS_DIR,
     engine,
@@ -188,9 +188,12 @@ def test_user_function_refusal_and_runtime_error(engine: EffectsEngine, own_clie
     assert "broken_runtime.lua:3" in broken.error and "nil value" in broken.error
 
 
-def test_unknown_function_fails_before_sending(engine: EffectsEngine, tag: str) -> None:
-    result = engine.apply_one(ref(tag), Effects().call("no_such_function", keys=[f"{tag}:k"]))
-    assert result.failed and result.command_index == 0 and "no_such_function" in result.error
+def test_unknown_function_is_a_configuration_error_before_sending(engine: EffectsEngine, own_client: redis.Redis, tag: str) -> None:
+    """#12.9: a missing consumers/lua file fails every event alike: stop, dead-letter nothing."""
+    with pytest.raises(EffectConfigError, match="no_such_function") as refused:
+        engine.apply([(ref(tag), Effects().incrby(f"{tag}:n", 1)), (ref(tag), Effects().call("no_such_function", keys=[f"{tag}:k"]))])
+    assert "hset_then_incrby" in str(refused.value) and refused.value.fix  # names the known functions and the fix
+    assert not own_client.exists(f"{tag}:n")  # refused before sending: nothing of the batch ran
 
 
 def test_mixed_slots_refused_with_keys_and_slots_named(engine: EffectsEngine, own_client: redis.Redis, tag: str) -> None:

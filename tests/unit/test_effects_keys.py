@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from redis.crc import key_slot as redis_py_key_slot
 
-from postbox.effects import Effects, EffectsEngine, EventRef, InvalidEffectError, aggregate_keys, event_ref, hash_tag, key_slot
+from postbox.effects import EffectConfigError, Effects, EffectsEngine, EventRef, InvalidEffectError, aggregate_keys, event_ref, hash_tag, key_slot
 from postbox.effects.keys import MAX_TAG_BYTES, KeyLayout, legacy_anchor, slot_tag, tag_text
 from postbox.events import Event
 
@@ -123,8 +123,8 @@ def test_engine_refuses_keys_outside_the_events_slot_before_sending() -> None:
     assert result.failed and result.cross_slot and result.command_index is None
     assert f"'user:2' → slot {key_slot('user:2')}" in result.error and "hash tag" in result.error
     assert f"expected slot {key_slot('user:1')}" in result.error and "'user:1' →" not in result.error
-    (unknown,) = engine.apply([(EventRef("e2", "a"), Effects().call("nope", keys=["{a}x"]))])
-    assert unknown.failed and unknown.command_index == 0 and "nope" in unknown.error
+    with pytest.raises(EffectConfigError, match="'nope' has no file nope.lua"):  # #12.9: the deployment, not the event
+        engine.apply([(EventRef("e2", "a"), Effects().call("nope", keys=["{a}x"]))])
     with pytest.raises(InvalidEffectError, match="EventRef"):
         engine.apply([("e3", Effects())])  # type: ignore[list-item]
 

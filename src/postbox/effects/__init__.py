@@ -9,7 +9,8 @@
 - :func:`check_durability` — whether an acknowledged apply survives a crash.
 - Errors: :class:`TransientEffectError` (retry), :class:`PermanentEffectError` and
   :class:`CrossSlotEffectError` (dead-letter), :class:`InvalidEffectError` (handler bug, permanent),
-  :class:`EffectEngineError` (stop and look).
+  :class:`EffectEngineError` (stop and look) and its :class:`EffectConfigError` (the deployment: an
+  ACL refusal, a missing Lua function file — stop with the fix, dead-letter nothing).
 
 See docs/effects.md for the guarantees and limits.
 """
@@ -26,6 +27,7 @@ from postbox.effects.engine import (
 from postbox.effects.keys import EventRef, KeyLayout, RoutingKey, aggregate_keys, event_ref, hash_tag, key_slot
 from postbox.errors import (
     CrossSlotEffectError,
+    EffectConfigError,
     EffectEngineError,
     EffectError,
     InvalidEffectError,
@@ -42,6 +44,7 @@ __all__ = [
     "CrossSlotEffectError",
     "Durability",
     "EffectCommand",
+    "EffectConfigError",
     "EffectEngineError",
     "EffectError",
     "Effects",

@@ -59,6 +59,7 @@ from postbox.effects.script import ApplyScript, build_script, default_functions_
 from postbox.redis_client import login_error
 from postbox.errors import (
     CrossSlotEffectError,
+    EffectConfigError,
     EffectEngineError,
     InvalidEffectError,
     PermanentEffectError,
@@ -317,14 +318,15 @@ class EffectsEngine:
         keys: dict[bytes, None] = {}
         args = 5
         size = 0
-        for i, command in enumerate(commands):
+        for command in commands:
             if command.op == "call" and command.args[0].decode() not in self.script.functions:
-                return ApplyResult(
-                    event_id, Outcome.FAILED, i, command.op, command.describe(),
-                    f"unknown effect function {command.args[0].decode()!r}: no such file in the functions folder"
+                raise EffectConfigError(
+                    f"event {event_id}: effect function {command.args[0].decode()!r} has no file "
+                    f"{command.args[0].decode()}.lua in the functions folder {self.script.folder or '(none configured)'}"
                     f" (known: {', '.join(sorted(self.script.functions)) or 'none'})",
-                    "permanent",
-                )  # fmt: skip
+                    fix="deploy the function's .lua file with the handler (POSTBOX_LUA_DIR, else ./consumers/lua), "
+                    "or fix the name the handler calls; then restart the consumer",
+                )
             for key in command.keys:
                 keys[key] = None
                 size += len(key)
@@ -409,6 +411,12 @@ class EffectsEngine:
             return ApplyResult(event.event_id, Outcome.DUPLICATE)
         number, op, error = int(reply[1]), _text(reply[2]), self.script.explain(_text(reply[3]))
         command = event.commands[number - 1]
+        if code == 5:
+            raise EffectConfigError(
+                f"event {event.event_id}: Redis refused command {number - 1} ({command.describe()}) for the "
+                f"deployment, not for the event's data: {error}",
+                fix=_CONFIG_FIX,
+            )
         undo_error = _text(reply[4]) if code == 4 else None
         if undo_error:
             log.error("event %s: undo failed after %s: %s", event.event_id, error, undo_error)
@@ -488,12 +496,8 @@ class EffectsEngine:
             return TransientEffectError(f"Redis unreachable or reply lost: {exc}", reason=reason)
         if isinstance(exc, ClusterCrossSlotError):
             return EffectEngineError(f"Redis said CROSSSLOT for a call the engine grouped by slot: {exc}")
-        if isinstance(exc, redis.exceptions.NoPermissionError):
-            return EffectEngineError(
-                f"Redis refused the apply for lack of permission (ACL): {exc}",
-                fix="the consumer's Redis user may not touch a key (or run a command) of this batch: add the key pattern to "
-                "POSTBOX_REDIS_KEY_PATTERNS and regenerate the ACL (`postbox down && postbox up` locally), or fix the handler's keys",
-            )
+        if isinstance(exc, redis.exceptions.NoPermissionError) or str(exc).startswith("NOPERM"):
+            return EffectConfigError(f"Redis refused the apply for lack of permission (ACL): {exc}", fix=_CONFIG_FIX)
         code = getattr(exc, "status_code", None) or str(exc).split(" ", 1)[0]
         if code in _TRANSIENT_CODES:
             return TransientEffectError(f"Redis refused the call ({code}): {exc}", reason=code)
@@ -535,6 +539,12 @@ class EffectsEngine:
         cluster: redis.RedisCluster = self.client  # type: ignore[assignment]
         return [cluster.get_redis_connection(n) for n in cluster.get_primaries()]  # type: ignore[no-untyped-call]
 
+
+_CONFIG_FIX = (
+    "the consumer's Redis user may not touch a key (or run a command) the effects need: add the key pattern to "
+    "POSTBOX_REDIS_KEY_PATTERNS (or the command to the user's ACL) and regenerate the ACL (`postbox down && postbox up` "
+    "locally), or fix the handler's keys / the Lua function; then restart the consumer (nothing was committed)"
+)
 
 _CROSS_SLOT_FIX = (
     "give every key of one event the event's hash tag: keys from "

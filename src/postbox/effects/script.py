@@ -38,6 +38,8 @@ class ApplyScript:
     functions: frozenset[str]
     #: (first line, last line, file) of each user function in ``source``.
     spans: tuple[tuple[int, int, Path], ...] = ()
+    #: The folder the user functions were read from (None: none configured or missing).
+    folder: Path | None = None
 
     def explain(self, error: str) -> str:
         """Turn ``user_script:<line>:`` in a Redis error into the user file and its line."""
@@ -81,6 +83,7 @@ def build_script(functions_dir: Path | None) -> ApplyScript:
         sha=hashlib.sha1(source.encode("utf-8")).hexdigest(),
         functions=frozenset(names),
         spans=tuple(spans),
+        folder=functions_dir if functions_dir and functions_dir.is_dir() else None,
     )
 
 

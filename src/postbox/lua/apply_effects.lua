@@ -48,6 +48,12 @@
 --                                                the failure is recorded, no marker is written
 --   {4, command_number, op, error, undo_error}   failed and the undo failed too: a bug, the
 --                                                event's keys may be partial; stop and look
+--   {5, command_number, op, error}               refused by the configuration (an ACL refusal,
+--                                                a command scripts may not run): the same for
+--                                                every event, so not the event's failure. What
+--                                                the event changed is undone, nothing is
+--                                                recorded, and the reply ENDS here: later events
+--                                                of the call are not run (the client stops).
 --
 -- Undo: before each command runs, the script records how to put back what that command will
 -- change: the previous values of the fields/members it names (HMGET, SMISMEMBER, ZMSCORE, GET),
@@ -448,6 +454,23 @@ if ARGV[1] ~= PROTOCOL then
         " but this script speaks " .. PROTOCOL .. " (client and script versions differ)")
 end
 
+-- Error texts that say the deployment is wrong, not the event's data (Redis 7.0: "The user executing
+-- the script can't run this command..." / "...can't access at least one of the keys..."; 7.2+:
+-- "NOPERM ..."; a user function calling a command scripts may not run).
+local CONFIG_ERRORS = {
+    "^NOPERM", "can't run this command", "can't access at least one of the keys",
+    "[Nn]o permissions to", "not allowed from script",
+}
+
+local function is_config_error(message)
+    for i = 1, #CONFIG_ERRORS do
+        if string.find(message, CONFIG_ERRORS[i]) then
+            return true
+        end
+    end
+    return false
+end
+
 -- The failure record: event id, group, the failing command (0-based index into the event's
 -- commands, as the client numbers them), its op and Redis's error text.
 local function record_failure(stream, event_id, number, op, message)
@@ -551,6 +574,10 @@ for e = 1, tonumber(ARGV[7]) do
                 undo[i]()
             end
         end)
+        if ok and is_config_error(failed[3]) then
+            results[e] = { 5, failed[1], failed[2], failed[3] }
+            return results
+        end
         record_failure(failures, event_id, failed[1], failed[2], failed[3])
         if ok then
             results[e] = { 3, failed[1], failed[2], failed[3] }

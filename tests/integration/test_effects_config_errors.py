@@ -1,0 +1,104 @@
+"""#12.9: permission and deployment errors stop the consumer; they never dead-letter in bulk.
+
+Inside a user Lua effect function an ACL refusal (a command the consumer's Redis user may not run,
+a key outside its patterns) or a missing ``consumers/lua`` file used to become an ordinary failed
+event (``EffectFailed:ERR``): dead-lettered, and the partition moved on — every event of the stream
+would follow it into the DLQ. They are configuration errors now: the engine raises
+:class:`EffectConfigError`, the consumer exits 3 with the fix, nothing of the batch is committed,
+nothing is dead-lettered. Data errors (WRONGTYPE) stay permanent per-event failures.
+
+Against the stack's Redis as its ACL user ``postbox_consumer`` (the refusals are Redis's own).
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+import redis
+
+from postbox.effects import EffectConfigError, Effects, EffectsEngine, EventRef, Outcome, aggregate_keys
+from tests.support.consumers import ConsumerProcess, committed, create_topic, json_event, produce, read_all
+
+pytestmark = pytest.mark.integration
+FUNCTIONS = Path(__file__).resolve().parents[1] / "apps" / "config_lua"
+NO_COMMIT = -1001
+
+
+@pytest.fixture
+def consumer_user(settings) -> redis.Redis:
+    assert "postbox_consumer:" in settings.redis_url, "the stack's POSTBOX_REDIS_URL should be the ACL user"
+    client = redis.Redis.from_url(settings.redis_url)
+    yield client
+    client.close()
+
+
+@pytest.mark.parametrize(("function", "refusal"), [("outside_acl", "keys"), ("forbidden_command", "command")])
+def test_acl_refusal_inside_a_lua_function_is_a_configuration_error(consumer_user, redis_client, unique, function, refusal) -> None:
+    engine = EffectsEngine(consumer_user, f"cfg-{unique}", functions_dir=FUNCTIONS)
+    k = aggregate_keys("cfg", unique)
+    before, refused, after = (EventRef.for_aggregate(str(uuid.uuid4()), "cfg", unique) for _ in range(3))
+    batch = [
+        (before, Effects().incrby(k("n"), 1)),
+        (refused, Effects().hset(k("h"), "g", "w").call(function, keys=[k("fn")], args=[unique])),
+        (after, Effects().incrby(k("later"), 1)),
+    ]
+    with pytest.raises(EffectConfigError) as stopped:
+        engine.apply(batch)
+    message = str(stopped.value)
+    assert f"event {refused.id}" in message and "deployment" in message and refusal in message.lower()
+    assert "POSTBOX_REDIS_KEY_PATTERNS" in (stopped.value.fix or "")
+    assert not redis_client.exists(k("h"), k("fn"), f"outside:{unique}")  # the refused event is undone
+    assert not redis_client.exists(engine.marker_key(refused))
+    assert not redis_client.exists(k("later"))  # the call stopped there: nothing after it ran
+    recorded = redis_client.xrange(engine.failures_key(refused)) if redis_client.exists(engine.failures_key(refused)) else []
+    assert not [f for _, f in recorded if f.get(b"event") == refused.id.encode()]  # not the event's failure
+    redis_client.delete(k("n"), engine.marker_key(before))
+
+
+def test_key_outside_the_acl_patterns_and_missing_function_file(consumer_user, redis_client, unique) -> None:
+    engine = EffectsEngine(consumer_user, f"cfg-{unique}", functions_dir=FUNCTIONS)
+    with pytest.raises(EffectConfigError, match="permission"):  # Redis refuses the EVALSHA's declared keys
+        engine.apply_one(EventRef(str(uuid.uuid4()), f"outside:{unique}"), Effects().set(f"outside:{unique}", "x"))
+    with pytest.raises(EffectConfigError, match="'not_deployed' has no file not_deployed.lua"):
+        engine.apply_one(EventRef.for_aggregate(str(uuid.uuid4()), "cfg", unique), Effects().call("not_deployed", keys=[f"{{cfg:{unique}}}:k"]))
+    assert not redis_client.exists(f"outside:{unique}")
+
+
+def test_data_errors_stay_permanent_failures_of_their_event(consumer_user, redis_client, unique) -> None:
+    engine = EffectsEngine(consumer_user, f"cfg-{unique}", functions_dir=FUNCTIONS)
+    k = aggregate_keys("cfg", unique)
+    redis_client.set(k("str"), "text")
+    ref = EventRef.for_aggregate(str(uuid.uuid4()), "cfg", unique)
+    failed, ok = engine.apply([(ref, Effects().sadd(k("str"), "m")), (EventRef.for_aggregate(str(uuid.uuid4()), "cfg", unique), Effects().incrby(k("n"), 1))])
+    assert failed.outcome is Outcome.FAILED and failed.error.startswith("WRONGTYPE") and failed.error_class == "permanent"
+    assert ok.applied
+    redis_client.delete(k("str"), k("n"), engine.failures_key(ref))
+
+
+@pytest.mark.parametrize("event_type", ["LuaOutsideAcl", "MissingFunction"])
+def test_consumer_exits_3_committing_and_dead_lettering_nothing(settings, redis_client, unique, tmp_path, event_type) -> None:
+    """A good event, the refused one, another good one: exit 3 naming the fix; no offset committed;
+    nothing in the DLQ (before: the refused event was dead-lettered as EffectFailed:ERR / the
+    missing function as a permanent failure, and the partition moved on)."""
+    agg = f"cfg{unique}"
+    topic, group = f"outbox.event.{agg}", f"test-cfg-{unique}"
+    create_topic(settings.kafka_bootstrap, topic, 1)
+    produce(settings.kafka_bootstrap, topic, [
+        json_event(agg, f"x{unique}", kind, seq, partition=0) for seq, kind in enumerate(["Counted", event_type, "Counted"])
+    ])
+    env = {"POSTBOX_REDIS_URL": settings.redis_url, "POSTBOX_KAFKA_BOOTSTRAP": settings.kafka_bootstrap, "POSTBOX_LUA_DIR": str(FUNCTIONS)}
+    proc = ConsumerProcess("tests.apps.config_errors:app", env, tmp_path / "consumer.log",
+                           ["--group", group, "--topics", topic, "--batch-wait-ms", "500"])
+    try:
+        code = proc.process.wait(timeout=90)
+        out = proc.output()
+        assert code == 3, out
+        assert "effects engine error" in out and "fix:" in out, out
+        assert committed(settings.kafka_bootstrap, group, topic, 1) == {0: NO_COMMIT}
+        assert read_all(settings.kafka_bootstrap, f"{topic}.dlq", expect=1, timeout=3) == []
+        assert not redis_client.exists(f"outside:x{unique}", f"{{{agg}:x{unique}}}:fn")
+    finally:
+        proc.close()
+        redis_client.delete(f"{{{agg}:x{unique}}}:seq", f"{{{agg}:x{unique}}}:count")
