@@ -268,21 +268,26 @@ def test_oom_with_noeviction_is_transient_and_changes_nothing(fresh_redis) -> No
 
 
 def test_busy_server_is_transient(fresh_redis) -> None:
+    """Another client's script runs past busy-reply-threshold: BUSY, transient. The spinning script
+    runs until the test kills it (SCRIPT KILL: it wrote nothing), so the BUSY window cannot close
+    before the engine's call on a loaded machine."""
+    import threading
+    import time
+
     client = fresh_redis.client()
     engine = EffectsEngine(client, "g", functions_dir=None)
     engine.load()
     client.config_set("busy-reply-threshold", "50")
-    import threading
-
     other = fresh_redis.client()
-    spin = threading.Thread(
-        target=lambda: other.eval("local t = redis.call('TIME')[1] + 1; while tonumber(redis.call('TIME')[1]) < t + 0 do end", 0)
-    )
-    spin.start()
-    try:
-        import time
 
-        for _ in range(100):  # bounded: wait for the script to pass the busy threshold
+    def spin() -> None:
+        with pytest.raises(redis.ResponseError, match="killed"):
+            other.eval("local t = redis.call('TIME')[1] + 60; while tonumber(redis.call('TIME')[1]) < t do end", 0)
+
+    spinner = threading.Thread(target=spin)
+    spinner.start()
+    try:
+        for _ in range(600):  # bounded: wait for the script to pass the busy threshold
             try:
                 client.ping()
                 time.sleep(0.02)
@@ -292,7 +297,8 @@ def test_busy_server_is_transient(fresh_redis) -> None:
             engine.apply_one(ref("b"), Effects().incrby("{b}:n", 1))
         assert refused.value.reason == "BUSY"
     finally:
-        spin.join(timeout=10)
+        client.script_kill()
+        spinner.join(timeout=30)
         other.close()
     assert engine.apply_one(ref("b"), Effects().incrby("{b}:n", 1)).applied
     client.close()

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 
 import pytest
+import redis
 
-from postbox.effects import EffectsEngine, Effects, EventRef, aggregate_keys, check_durability, key_slot
+from postbox.effects import EffectsEngine, Effects, EventRef, TransientEffectError, aggregate_keys, check_durability, key_slot
 from tests.integration.conftest_effects import FUNCTIONS_DIR, redis_cluster  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.integration
@@ -106,4 +109,96 @@ def test_legacy_marker_is_read_when_in_the_events_slot_only(redis_cluster) -> No
     assert engine.apply_one(EventRef.for_aggregate(in_slot, "order", agg), Effects().incrby(k("n"), 1)).duplicate
     assert engine.apply_one(EventRef.for_aggregate(elsewhere, "order", agg), Effects()).applied
     assert client.get(k("n")) is None
+    client.close()
+
+
+def _node_clients(client, key: str):
+    """(source node client, another primary's client, their node ids) for the slot of ``key``."""
+    src = client.get_node_from_key(key)
+    dst = next(n for n in client.get_primaries() if n.name != src.name)
+    s_cli, d_cli = client.get_redis_connection(src), client.get_redis_connection(dst)
+    return s_cli, d_cli, dst, s_cli.execute_command("CLUSTER", "MYID").decode(), d_cli.execute_command("CLUSTER", "MYID").decode()
+
+
+def test_ask_during_a_slot_migration_is_answered_with_asking(redis_cluster) -> None:
+    """#12.15: slot S MIGRATING on its owner, IMPORTING on another primary (CLUSTER SETSLOT), every
+    key of S moved with MIGRATE. The owner answers ASK; the engine sends ASKING + the call to the
+    named node, which serves it: a redelivery is a duplicate there, without waiting for the end of
+    the migration. (Before: ASK was answered with a slot-map refresh, which still names the owner,
+    so the call bounced until it gave up — TransientEffectError 'retries' — for the whole migration.)
+    A call with a key the target does not have yet (a new event: its marker) gets TRYAGAIN from
+    Redis, for any multi-key command during a migration: transient, applied once the slot is moved."""
+    client = redis_cluster.client()
+    engine = EffectsEngine(client, "billing", functions_dir=None)
+    agg = uuid.uuid4().hex
+    k = aggregate_keys("order", agg)
+    client.set(k("str"), "x")
+    assert engine.apply_one(EventRef.for_aggregate(str(uuid.uuid4()), "order", agg), Effects().sadd(k("str"), "m")).failed  # the failure stream exists
+    ref = EventRef.for_aggregate(str(uuid.uuid4()), "order", agg)
+    assert engine.apply_one(ref, Effects().incrby(k("n"), 1)).applied
+    slot = key_slot(k("n"))
+    s_cli, d_cli, dst, sid, did = _node_clients(client, k("n"))
+    d_cli.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", sid)
+    s_cli.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", did)
+    try:
+        keys = s_cli.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100)
+        assert len(keys) == 4  # marker, counter, string, failure stream
+        s_cli.execute_command("MIGRATE", dst.host, dst.port, "", 0, 5000, "KEYS", *keys)
+        with pytest.raises(redis.exceptions.AskError):
+            s_cli.evalsha(engine.load(), 1, k("n"), "x")  # the owner really answers ASK now
+        assert engine.apply_one(ref, Effects().incrby(k("n"), 1)).duplicate
+        with pytest.raises(TransientEffectError) as moving:
+            engine.apply_one(EventRef.for_aggregate(str(uuid.uuid4()), "order", agg), Effects().incrby(k("n"), 1))
+        assert moving.value.reason == "TRYAGAIN"
+    finally:
+        for node in (s_cli, d_cli):
+            node.execute_command("CLUSTER", "SETSLOT", slot, "NODE", did)
+    client.nodes_manager.initialize()
+    assert engine.apply_one(EventRef.for_aggregate(str(uuid.uuid4()), "order", agg), Effects().incrby(k("n"), 1)).applied
+    assert client.get(k("n")) == b"2"
+    client.close()
+
+
+def test_script_kill_by_an_operator_is_transient(redis_cluster, tmp_path) -> None:
+    """#12.15: an operator's SCRIPT KILL of a long-running apply (a user function spinning without
+    writing) is an error reply 'Script killed by user': transient, retried — not an engine error
+    that stops the consumer. Redis kills only scripts that wrote nothing, so a retry is safe."""
+    (tmp_path / "spin.lua").write_text(
+        "local t = tonumber(redis.call('TIME')[1]) + 30\n"
+        "while tonumber(redis.call('TIME')[1]) < t do redis.call('EXISTS', KEYS[1]) end\nreturn 1\n"
+    )
+    client = redis_cluster.client()
+    engine = EffectsEngine(client, "billing", functions_dir=tmp_path)
+    engine.load()
+    agg = uuid.uuid4().hex
+    k = aggregate_keys("order", agg)
+    node = client.get_redis_connection(client.get_node_from_key(k("n")))
+    node.config_set("busy-reply-threshold", "50")
+    outcome: dict[str, BaseException] = {}
+
+    def apply() -> None:
+        try:
+            engine.apply_one(EventRef.for_aggregate(str(uuid.uuid4()), "order", agg), Effects().call("spin", keys=[k("s")]).incrby(k("n"), 1))
+        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=apply)
+    worker.start()
+    operator = redis.Redis(host=node.connection_pool.connection_kwargs["host"], port=node.connection_pool.connection_kwargs["port"])
+    try:
+        for _ in range(600):  # bounded: until the script passed the busy threshold
+            try:
+                operator.ping()
+            except redis.ResponseError as exc:
+                assert str(exc).startswith("BUSY"), exc
+                break
+            time.sleep(0.05)
+        assert operator.script_kill()
+        worker.join(30)
+    finally:
+        operator.close()
+    error = outcome.get("error")
+    assert isinstance(error, TransientEffectError) and error.reason == "SCRIPT_KILLED", repr(error)
+    assert client.get(k("n")) is None  # the killed call wrote nothing
+    assert engine.apply_one(EventRef.for_aggregate(str(uuid.uuid4()), "order", agg), Effects().incrby(k("n"), 1)).applied
     client.close()

@@ -80,6 +80,8 @@ MAX_CALL_ARGS = 20_000
 MAX_CALL_BYTES = 4 * 1024 * 1024
 DEFAULT_FAILURES_MAXLEN = 10_000
 _PROTOCOL = b"2"
+#: The error text of a script stopped by SCRIPT KILL (Redis kills only scripts that wrote nothing).
+_SCRIPT_KILLED = "Script killed by user"
 _ATTEMPTS = 3
 _TRANSIENT_CODES = (
     "OOM", "BUSY", "LOADING", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY",
@@ -437,6 +439,8 @@ class EffectsEngine:
             for client, node_calls in by_node.values():
                 loaded = False
                 for call, reply in zip(node_calls, self._send(client, node_calls, waitaof)):
+                    if isinstance(reply, AskError) and self.cluster:
+                        reply = self._ask(call, reply, waitaof)
                     if isinstance(reply, NoScriptError):
                         if not loaded:
                             self._load(client)
@@ -451,23 +455,39 @@ class EffectsEngine:
                         call.reply = reply
             if not retry:
                 return
-            log.info("retrying %d script call(s) after NOSCRIPT/MOVED (attempt %d)", len(retry), attempt + 2)
+            log.info("retrying %d script call(s) after NOSCRIPT/MOVED/ASK (attempt %d)", len(retry), attempt + 2)
             pending = retry
         raise TransientEffectError(
             f"{len(pending)} script call(s) still refused after {_ATTEMPTS} attempts (script cache flushed or slots moving)",
             reason="retries",
         )
 
-    def _send(self, client: redis.Redis, calls: list[_Call], waitaof: bool) -> list[Any]:
+    def _ask(self, call: _Call, redirect: AskError, waitaof: bool) -> Any:
+        """Answer ASK (the call's slot is migrating and its keys are not on the source any more):
+        ``ASKING`` then the call on the node the redirect names, on one connection — ASKING covers
+        the next command only, and the slot map must not change (the source still owns the slot
+        until the migration ends). The target runs it when it has every key of the call; a call
+        with keys still missing there gets TRYAGAIN (transient: retried until the migration ends).
+        Returns the reply (an exception object for an error reply)."""
+        client = self._node_client(redirect.host, redirect.port)
+        reply = self._send(client, [call], waitaof, asking=True)[0]
+        if isinstance(reply, NoScriptError):
+            self._load(client)
+            reply = self._send(client, [call], waitaof, asking=True)[0]
+        return reply
+
+    def _send(self, client: redis.Redis, calls: list[_Call], waitaof: bool, *, asking: bool = False) -> list[Any]:
         sha = self.script.sha
         try:
-            if len(calls) == 1 and not waitaof:
+            if len(calls) == 1 and not waitaof and not asking:
                 call = calls[0]
                 try:
                     return [client.evalsha(sha, len(call.keys), *call.keys, *call.argv)]
                 except ResponseError as exc:
                     return [exc]
             pipe = client.pipeline(transaction=False)
+            if asking:
+                pipe.execute_command("ASKING")  # type: ignore[no-untyped-call]
             for call in calls:
                 pipe.evalsha(sha, len(call.keys), *call.keys, *call.argv)
             if waitaof:
@@ -475,6 +495,8 @@ class EffectsEngine:
             replies = pipe.execute(raise_on_error=False)
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             raise self._classify(exc) from exc
+        if asking:
+            replies.pop(0)
         if waitaof:
             confirmation = replies.pop()
             if isinstance(confirmation, BaseException):
@@ -498,6 +520,12 @@ class EffectsEngine:
             return EffectEngineError(f"Redis said CROSSSLOT for a call the engine grouped by slot: {exc}")
         if isinstance(exc, redis.exceptions.NoPermissionError) or str(exc).startswith("NOPERM"):
             return EffectConfigError(f"Redis refused the apply for lack of permission (ACL): {exc}", fix=_CONFIG_FIX)
+        if _SCRIPT_KILLED in str(exc):
+            return TransientEffectError(
+                f"an operator stopped the apply script with SCRIPT KILL: {exc}",
+                reason="SCRIPT_KILLED",
+                fix="nothing of the call was written (Redis kills only scripts that have not written); it is retried",
+            )
         code = getattr(exc, "status_code", None) or str(exc).split(" ", 1)[0]
         if code in _TRANSIENT_CODES:
             return TransientEffectError(f"Redis refused the call ({code}): {exc}", reason=code)
@@ -532,6 +560,17 @@ class EffectsEngine:
             self.client.nodes_manager.initialize()  # type: ignore[union-attr]
         except (redis.ConnectionError, redis.TimeoutError, redis.RedisClusterException) as exc:
             raise TransientEffectError(f"cannot refresh the cluster's slot map: {exc}", reason="CLUSTERDOWN") from exc
+
+    def _node_client(self, host: str, port: int) -> redis.Redis:
+        """The connection pool of the cluster node at host:port (an ASK target)."""
+        cluster: redis.RedisCluster = self.client  # type: ignore[assignment]
+        node = cluster.get_node(host=host, port=port)  # type: ignore[no-untyped-call]
+        if node is None:
+            self._refresh_topology()
+            node = cluster.get_node(host=host, port=port)  # type: ignore[no-untyped-call]
+        if node is None:
+            raise TransientEffectError(f"ASK names {host}:{port}, which is not in the cluster's node list", reason="ASK")
+        return cluster.get_redis_connection(node)
 
     def _all_clients(self) -> Sequence[redis.Redis]:
         if not self.cluster:
