@@ -63,7 +63,8 @@ def _verdict(group: str, ttl: timedelta, window: RedeliveryWindow) -> Verdict:
                                     f"{human(window.bound or timedelta(0))} ({window.explain()})")
     return Verdict(group, "fail", f"group {group}: {problem}; a record re-read after its marker expired is applied twice",
                    f"raise the group's marker TTL (POSTBOX_MARKER_TTL) above {human(window.bound) if window.bound else 'the window'}, "
-                   "or lower the topics' retention.ms/segment.ms and the broker's offsets.retention.minutes (docs/guarantees.md)")
+                   "or lower the topics' retention.ms/segment.ms and the broker's offsets.retention.minutes (docs/guarantees.md); "
+                   f"a group that no longer runs: HDEL {group_registry.registry_key().decode()} {group}")
 
 
 def _widest(windows: list[RedeliveryWindow]) -> RedeliveryWindow:
