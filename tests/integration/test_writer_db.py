@@ -62,7 +62,8 @@ def scratch_db(unique: str) -> Iterator[tuple[str, str]]:
     try:
         yield make_conninfo(admin_url(), dbname=name), make_conninfo(Settings.load().database_url, dbname=name)
     finally:
-        with psycopg.connect(admin_url(), autocommit=True) as conn:
+        with psycopg.connect(admin_url(), autocommit=True) as conn:  # a test's slot would block the DROP and hold WAL
+            conn.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = %s", (name,))
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
@@ -196,18 +197,14 @@ def test_retention_drops_old_partitions_and_purges_the_default(scratch_db: tuple
         assert old_parts
     # As the maintenance role, through the admin URL's socket (its password belongs to the stack).
     maint = make_conninfo(admin, user="postbox_maint")
-    try:
-        first = run_retention(maint, keep=timedelta(days=2), slot_name=slot, confirm_wait=timedelta(0))
-        assert first.dropped == [] and first.refused and "not yet confirmed" in first.refused
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute("SELECT pg_replication_slot_advance(%s, pg_current_wal_lsn())", (slot,))
-        dry = run_retention(maint, keep=timedelta(days=2), dry_run=True, slot_name=slot)
-        assert dry.dropped and dry.purged_default_rows == 0
-        report = run_retention(maint, keep=timedelta(days=2), slot_name=slot, confirm_wait=timedelta(0))
-        second = run_retention(maint, keep=timedelta(days=2), slot_name=slot, confirm_wait=timedelta(0))
-    finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+    first = run_retention(maint, keep=timedelta(days=2), slot_name=slot, confirm_wait=timedelta(0))
+    assert first.dropped == [] and first.refused and "not yet confirmed" in first.refused
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute("SELECT pg_replication_slot_advance(%s, pg_current_wal_lsn())", (slot,))
+    dry = run_retention(maint, keep=timedelta(days=2), dry_run=True, slot_name=slot)
+    assert dry.dropped and dry.purged_default_rows == 0
+    report = run_retention(maint, keep=timedelta(days=2), slot_name=slot, confirm_wait=timedelta(0))
+    second = run_retention(maint, keep=timedelta(days=2), slot_name=slot, confirm_wait=timedelta(0))
     assert {line.rsplit(".", 1)[-1] for line in report.dropped} == set(old_parts)
     assert report.purged_default_rows == 1
     assert report.created == []  # init already made the partitions ahead
