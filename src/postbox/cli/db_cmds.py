@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from postbox.cli.output import console, print_json
+from postbox.cli.output import console, err_console, print_json
 from postbox.errors import ConfigError
 
 db_app = typer.Typer(help="The outbox in PostgreSQL: setup and retention.", no_args_is_help=True)
@@ -94,6 +94,7 @@ def retention(
         ahead=parse_duration(ahead),
         lock_timeout=timedelta(seconds=int(lock_timeout[:-1])),
         dry_run=dry_run,
+        progress=lambda line: err_console.print(f"… {line}", highlight=False),
     )
     if as_json:
         print_json(report.as_dict())

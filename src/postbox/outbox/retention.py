@@ -21,6 +21,7 @@ that, and an interrupted run leaves nothing a later run cannot finish.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -103,6 +104,7 @@ def run_retention(
     dry_run: bool = False,
     slot_name: str = SLOT_NAME,
     confirm_wait: timedelta = DEFAULT_CONFIRM_WAIT,
+    progress: Callable[[str], None] | None = None,
 ) -> RetentionReport:
     """One retention pass as the maintenance role (it must be a member of postbox_owner).
 
@@ -124,7 +126,7 @@ def run_retention(
             report.locked_out = True
             return report
         try:
-            horizon = _confirmed_horizon(conn, report, slot_name, confirm_wait)
+            horizon = _confirmed_horizon(conn, report, slot_name, confirm_wait, progress)
             _finish_interrupted(conn, report, dry_run, attempts, horizon)
             _ensure_ahead(conn, report, width, ahead, dry_run, attempts)
             if horizon is not None:
@@ -149,7 +151,7 @@ def _ensure_ahead(conn: psycopg.Connection[Any], report: RetentionReport, width:
 
 
 def _confirmed_horizon(conn: psycopg.Connection[Any], report: RetentionReport, slot_name: str,
-                       confirm_wait: timedelta) -> str | None:
+                       confirm_wait: timedelta, progress: Callable[[str], None] | None = None) -> str | None:
     """The oldest_xid of the newest checkpoint the slot has confirmed; None (and why) when none is.
 
     Records this run's checkpoint first (not in a dry run) and waits up to ``confirm_wait`` for
@@ -174,8 +176,13 @@ def _confirmed_horizon(conn: psycopg.Connection[Any], report: RetentionReport, s
             "INSERT INTO postbox.retention_checkpoints (lsn, oldest_xid)"
             " VALUES (pg_current_wal_insert_lsn(), pg_snapshot_xmin(pg_current_snapshot())) RETURNING lsn::text"
         ).fetchone()[0]  # type: ignore[index]
-        deadline = time.monotonic() + confirm_wait.total_seconds()
-        while not _slot_passed(conn, slot_name, lsn) and time.monotonic() < deadline:
+        started = time.monotonic()
+        shown = 0.0
+        while not _slot_passed(conn, slot_name, lsn) and time.monotonic() - started < confirm_wait.total_seconds():
+            elapsed = time.monotonic() - started
+            if progress is not None and elapsed - shown >= 2:
+                shown = elapsed
+                progress(f"waiting for replication slot {slot_name} to confirm this run's checkpoint {lsn}… {elapsed:.0f}s")
             time.sleep(0.5)
     row = conn.execute(
         """SELECT c.taken_at, c.oldest_xid::text FROM postbox.retention_checkpoints c, pg_replication_slots s
