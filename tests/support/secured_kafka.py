@@ -89,6 +89,8 @@ class SecuredKafka:
             "ssl.keystore.type=PKCS12", f"ssl.keystore.location={keystore}",
             f"ssl.keystore.password={KEYSTORE_PASSWORD}", f"ssl.key.password={KEYSTORE_PASSWORD}",
             f"log.dirs={self.folder / 'data'}",
+            # one partition for the internal topics: a fresh broker loads its group coordinator at once
+            "offsets.topic.num.partitions=1", "transaction.state.log.num.partitions=1",
             "offsets.topic.replication.factor=1", "transaction.state.log.replication.factor=1",
             "transaction.state.log.min.isr=1", "share.coordinator.state.topic.replication.factor=1",
             "share.coordinator.state.topic.min.isr=1", "default.replication.factor=1", "min.insync.replicas=1",
