@@ -100,3 +100,34 @@ def test_the_ca_is_really_checked(tls_redis, certs) -> None:
     with pytest.raises(redis.ConnectionError, match="certificate verify failed"):
         client.ping()
     client.close()
+
+
+def test_credentials_revoked_under_a_running_consumer_stop_it_with_exit_3(tls_redis, certs, settings, unique: str,
+                                                                          tmp_path: Path) -> None:  # fmt: skip
+    """Mid-stream, a refused login is a configuration error too: exit 3, nothing of the failing
+    batch committed (the documented contract), instead of retrying the batch forever."""
+    server, tls_port = tls_redis
+    user, password = f"rotated_{unique}", "first-pass"
+    plain = server.client()
+    plain.execute_command("ACL", "SETUSER", user, "on", f">{password}", "~*", "&*", "+@all")
+    agg = f"rot{unique}"
+    topic, group = f"outbox.event.{agg}", f"test-rot-{unique}"
+    create_topic(settings.kafka_bootstrap, topic, 1)
+    produce(settings.kafka_bootstrap, topic, [json_event(agg, "a", "Counted", i) for i in range(2)])
+    url = f"rediss://{user}:{password}@127.0.0.1:{tls_port}/0?ssl_ca_certs={certs.ca}"
+    consumer = ConsumerProcess("tests.apps.counting:app", {"POSTBOX_REDIS_URL": url}, tmp_path / "c.log",
+                               ["--group", group, "--topics", topic])  # fmt: skip
+    try:
+        wait_for(lambda: committed(settings.kafka_bootstrap, group, topic, 1)[0] == 2 or not consumer.alive(), 60, "2 committed")
+        plain.execute_command("ACL", "SETUSER", user, "resetpass", ">second-pass")  # rotated without telling the consumer
+        plain.execute_command("CLIENT", "KILL", "USER", user)
+        produce(settings.kafka_bootstrap, topic, [json_event(agg, "a", "Counted", i) for i in range(2, 4)])
+        wait_for(lambda: not consumer.alive(), 60, "the consumer to stop")
+        assert consumer.process.returncode == 3, consumer.output()
+    finally:
+        consumer.close()
+    assert committed(settings.kafka_bootstrap, group, topic, 1)[0] == 2
+    assert "refused the login" in consumer.log_path.read_text()
+    assert [int(x) for x in plain.lrange(f"{{{agg}:a}}:seq", 0, -1)] == [0, 1]
+    plain.execute_command("ACL", "DELUSER", user)
+    plain.close()

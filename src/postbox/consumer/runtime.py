@@ -197,7 +197,8 @@ class ConsumerRuntime:
                 self._commit()
                 self._update_lag()
         except (EffectEngineError, ConfigError) as exc:  # e.g. an ACL refusal, Redis credentials revoked
-            log_event(log, logging.ERROR, "effects engine error: stopping without committing the batch", error=str(exc))
+            kind = "configuration error" if isinstance(exc, ConfigError) else "effects engine error"
+            log_event(log, logging.ERROR, f"{kind}: stopping without committing the batch", error=str(exc))
             code = EXIT_ENGINE_ERROR
         finally:
             self._shutdown(commit=code == EXIT_OK and self._login_failure is None)

@@ -272,7 +272,8 @@ class EffectsEngine:
             try:
                 verdict = check_durability(self.client)
             except (redis.ConnectionError, redis.TimeoutError) as exc:
-                raise TransientEffectError(f"cannot reach Redis to check durability: {exc}", reason="connection") from exc
+                refused = login_error(exc)  # credentials revoked: a configuration error, not an outage
+                raise refused or TransientEffectError(f"cannot reach Redis to check durability: {exc}", reason="connection") from exc
             if not verdict.durable and (self._durability is None or self._durability[1] != verdict):
                 log.warning("Redis effects are %s", verdict)
             self._durability = (now, verdict)
