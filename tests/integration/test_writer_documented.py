@@ -189,7 +189,9 @@ def test_retention_lock_timeout_lets_emits_through_and_retries(settings, admin_d
     attempt times out (it would otherwise wait for the first transaction: its statement_timeout
     of 20 s would fail it); when the first transaction commits, retention's retry drops the
     partition and exits 0."""
+    admin_conn.execute("SET ROLE postbox_owner")  # partitions belong to the outbox's owner, as `db init` makes them
     admin_conn.execute("SELECT postbox.outbox_ensure_partitions(interval '1 day', interval '1 day', now() - interval '5 days')")
+    admin_conn.execute("RESET ROLE")
     expired = admin_conn.execute("SELECT count(*) FROM postbox.outbox_partitions WHERE NOT is_default AND upper_time <= now() - interval '2 days'").fetchone()
     assert expired[0] > 0, "an expired partition for retention to drop"
 
