@@ -92,12 +92,12 @@ def connect(url: str, **options: Any) -> "redis.Redis | redis.RedisCluster":
     if not is_cluster_url(url):
         return redis.Redis.from_url(url, **options)
     parsed = parse_cluster_url(url)
-    kwargs = redis.connection.parse_url(parsed.single_node_url)
+    kwargs = redis.connection.parse_url(parsed.single_node_url)  # type: ignore[no-untyped-call]
     for name in ("host", "port", "db", "connection_class"):
         kwargs.pop(name, None)
     if parsed.single_node_url.startswith("rediss://"):
         kwargs["ssl"] = True
-    nodes = [ClusterNode(host, port) for host, port in parsed.nodes]
+    nodes = [ClusterNode(host, port) for host, port in parsed.nodes]  # type: ignore[no-untyped-call]
     return redis.RedisCluster(startup_nodes=nodes, **{**kwargs, **options})
 
 

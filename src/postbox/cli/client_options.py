@@ -66,7 +66,8 @@ def command_settings(**overrides: Optional[str]) -> Settings:
     """The running command's settings: its endpoint flags (non-empty ``overrides``) and its
     ``--kafka-config`` / ``-X`` options over the environment."""
     kafka_config, kafka_set = current_kafka_options()
-    return Settings.load(kafka_config=kafka_config, kafka_set=kafka_set, **{k: v for k, v in overrides.items() if v})
+    flags: dict[str, str | None] = {k: v for k, v in overrides.items() if v}
+    return Settings.load(None, kafka_config=kafka_config, kafka_set=kafka_set, **flags)
 
 
 def current_kafka_options() -> tuple[Optional[str], tuple[str, ...]]:
