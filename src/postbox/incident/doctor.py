@@ -15,6 +15,7 @@ from postbox.errors import PostboxError
 from postbox.outbox.deliverable import CONSTRAINT
 from postbox.settings import Settings, redact_url
 from postbox.slot import SLOT_NAME, describe as describe_slot, read_slot
+from postbox.topics import TOPIC_PREFIX
 
 SLOT = SLOT_NAME
 PUBLICATION = "postbox_outbox"
@@ -159,7 +160,7 @@ def _kafka(kafka_factory: Callable[[], Any]) -> Check:
         kafka = kafka_factory()
         try:
             brokers = kafka.ping()
-            topics = [t for t in kafka.topic_names() if t.startswith("outbox.event.")]
+            topics = [t for t in kafka.topic_names() if t.startswith(TOPIC_PREFIX)]
         finally:
             kafka.close()
         dlqs = [t for t in topics if t.endswith(".dlq")]

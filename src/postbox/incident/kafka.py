@@ -31,11 +31,11 @@ from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec, Resou
 from postbox import kafka_config
 from postbox.errors import KafkaUnavailableError, PostboxError, UnknownGroupError, UnknownTopicError
 from postbox.kafka_config import KafkaProperties, LoginErrors
+from postbox.topics import DLQ_SUFFIX
+from postbox.topics import TOPIC_PREFIX as OUTBOX_PREFIX
 
 #: Seconds to wait for any one broker answer (POSTBOX_KAFKA_TIMEOUT overrides).
 DEFAULT_TIMEOUT = 5.0
-OUTBOX_PREFIX = "outbox.event."
-DLQ_SUFFIX = ".dlq"
 #: Consumer group ids this tool uses for its own assigned-only consumers (never committed).
 CLI_GROUP_PREFIX = "postbox-cli-"
 #: Offset value librdkafka uses for "no committed offset".
