@@ -36,6 +36,8 @@ SET_FLAG = "-X"
 MASK = "***"
 _SECRET_KEY = re.compile(r"password|secret|^ssl\.key\.pem$|^sasl\.oauthbearer\.config$", re.IGNORECASE)
 _KEY = re.compile(r"[A-Za-z0-9_.\-]+\Z")
+#: Java's line terminators only (str.splitlines would also break at \x85, \u2028, \x1c...).
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
 def is_secret(key: str) -> bool:
@@ -57,7 +59,7 @@ def parse_properties(text: str) -> list[tuple[str, str, int]]:
     ``\\n``, ``\\uXXXX``, ``\\=``...). kcat's ``-F`` files are the simple case of this syntax."""
     entries: list[tuple[str, str, int]] = []
     logical, start = "", 0
-    for number, raw in enumerate(text.splitlines(), start=1):
+    for number, raw in enumerate(_LINE_BREAK.split(text), start=1):
         line = raw.lstrip()
         if not logical and (not line or line[0] in "#!"):
             continue
@@ -106,6 +108,22 @@ def _unescape(text: str) -> str:
         lambda m: chr(int(m.group(1)[1:], 16)) if len(m.group(1)) == 5 else _ESCAPES.get(m.group(1), m.group(1)),
         text,
     )
+
+
+def _escape(text: str, *, key: bool) -> str:
+    """``text`` as java-properties writes it (what :func:`parse_properties` reads back)."""
+    out = []
+    for i, ch in enumerate(text):
+        if ch == "\\" or ch in "=:#!" or (ch == " " and (key or i == 0)):
+            out.append("\\" + ch)
+        elif ch in _UNESCAPES:
+            out.append("\\" + _UNESCAPES[ch])
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+_UNESCAPES = {v: k for k, v in _ESCAPES.items()}
 
 
 def parse_assignment(text: str) -> tuple[str, str]:
@@ -164,6 +182,15 @@ class KafkaProperties:
             "file": str(self.file) if self.file else None,
             "properties": {k: {"value": v, "from": self.origins[k]} for k, v in redact(self.values).items()},
         }
+
+    def write(self, path: Path) -> Path:
+        """Write every property (file and ``-X``) as a properties file only its owner may read:
+        how a child process gets them without secrets on its command line."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch(mode=0o600, exist_ok=True)
+        path.chmod(0o600)
+        path.write_text("".join(f"{_escape(k, key=True)}={_escape(v, key=False)}\n" for k, v in self.values.items()))
+        return path
 
     def scrub(self, text: str) -> str:
         """``text`` with every secret value in it replaced by ``***``."""

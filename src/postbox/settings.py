@@ -133,18 +133,11 @@ class Settings:
 
     def as_env(self) -> dict[str, str]:
         """The settings as the environment variables that reproduce them (``-X`` properties have
-        no variable: a child process gets them as ``-X`` arguments, see :meth:`kafka_args`)."""
+        no variable: write them with :meth:`KafkaProperties.write` for a child process)."""
         env = {ENV_NAMES[f.name]: getattr(self, f.name) for f in fields(self) if f.name in ENV_NAMES}
         if self.kafka_properties.file is not None:
             env[KAFKA_CONFIG_ENV] = str(self.kafka_properties.file)
         return env
-
-    def kafka_args(self) -> list[str]:
-        """The ``-X key=value`` arguments that give a child ``postbox`` command the same properties
-        as this one's ``-X`` flags (the file travels as ``POSTBOX_KAFKA_CONFIG``)."""
-        props = self.kafka_properties
-        return [arg for key, value in props.values.items() if props.origin(key) == SET_FLAG
-                for arg in (SET_FLAG, f"{key}={value}")]  # fmt: skip
 
 
 def _check_url(name: str, value: str, schemes: tuple[str, ...]) -> None:

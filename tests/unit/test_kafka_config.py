@@ -226,3 +226,15 @@ def test_env_lists_the_properties_with_secrets_masked(tmp_path: Path) -> None:
     assert "hunter2" not in done.stdout
     assert f"export POSTBOX_KAFKA_CONFIG={path}" in done.stdout
     assert "# kafka property ssl.key.password=***" in done.stdout
+
+
+@given(st.dictionaries(st.from_regex(r"[a-z][a-z0-9.\-_]{0,30}", fullmatch=True), values, max_size=6))
+def test_written_properties_read_back_unchanged_and_private(entries: dict[str, str]) -> None:
+    """What the demo hands its consumer processes (instead of -X with secrets on their argv)."""
+    import tempfile
+
+    props = KafkaProperties.load(None, [f"{k}={v}" for k, v in entries.items()])
+    with tempfile.TemporaryDirectory() as folder:
+        path = props.write(Path(folder) / "kafka.properties")
+        assert path.stat().st_mode & 0o777 == 0o600
+        assert KafkaProperties.load(path).values == props.values

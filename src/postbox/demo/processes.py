@@ -34,8 +34,6 @@ class ConsumerProcess:
     cwd: Path
     env: dict[str, str]
     log_dir: Path
-    #: Extra arguments of `postbox consume` (the parent's -X Kafka properties).
-    args: tuple[str, ...] = ()
     proc: subprocess.Popen[bytes] | None = None
     port: int = 0
     generation: int = 0
@@ -55,7 +53,7 @@ class ConsumerProcess:
         self._log = open(self.log_dir / f"{self.name}.log", "ab")
         self._log.write(f"--- start generation {self.generation} at {time.strftime('%H:%M:%S')}\n".encode())
         self._log.flush()
-        argv = [sys.executable, "-c", "from postbox.cli import main; main()", "consume", GROUP_APPS[self.name], *self.args]
+        argv = [sys.executable, "-c", "from postbox.cli import main; main()", "consume", GROUP_APPS[self.name]]
         self.proc = subprocess.Popen(
             argv, cwd=self.cwd, env=env, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
             start_new_session=True,

@@ -275,9 +275,10 @@ class Demo:
             "POSTBOX_MARKER_TTL": "1d",              # demo groups are single-use
             "POSTBOX_HOME": str(checkout_root()),
         })
+        if settings.kafka_properties:  # file and -X alike, to a private file: no secrets on argv
+            env["POSTBOX_KAFKA_CONFIG"] = str(settings.kafka_properties.write(self.log_dir / "kafka.properties"))
         for name in GROUP_APPS:
-            proc = ConsumerProcess(name, self.scope.groups[name], checkout_root(), env, self.log_dir,
-                                   args=tuple(settings.kafka_args()))  # fmt: skip
+            proc = ConsumerProcess(name, self.scope.groups[name], checkout_root(), env, self.log_dir)
             proc.start()
             self.processes[name] = proc
         say(f"consumers: {', '.join(f'{n} (pid {p.pid})' for n, p in self.processes.items())}; logs in {self.log_dir}")
