@@ -52,6 +52,7 @@ from redis.exceptions import (
     ResponseError,
 )
 
+from postbox.effects import groups
 from postbox.effects.builder import EffectCommand, Effects
 from postbox.effects.durability import Durability, check_durability
 from postbox.effects.keys import EventRef, KeyLayout, describe_slots, key_slot, legacy_anchor
@@ -213,6 +214,7 @@ class EffectsEngine:
         self.layout = KeyLayout(namespace, group, slot_aligned=self.cluster if slot_aligned is None else slot_aligned)
         self.strict_slots = self.cluster if strict_slots is None else strict_slots
         self.legacy_markers = legacy_markers
+        self.namespace = namespace
         self.batch_size = batch_size
         self.marker_ttl_ms = round(marker_ttl / timedelta(milliseconds=1))
         self.failures_maxlen = failures_maxlen
@@ -280,10 +282,25 @@ class EffectsEngine:
         return self._durability[1]
 
     def load(self) -> str:
-        """SCRIPT LOAD the apply script (on every primary of a cluster); return its SHA1."""
+        """SCRIPT LOAD the apply script (on every primary of a cluster), publish the group's marker
+        TTL in the group registry (``postbox doctor`` checks it against how long Kafka can
+        redeliver, see :mod:`postbox.effects.groups`); return the script's SHA1."""
         for client in self._all_clients():
             self._load(client)
+        self._publish_group()
         return self.script.sha
+
+    def _publish_group(self) -> None:
+        try:
+            groups.publish(self.client, self.group, timedelta(milliseconds=self.marker_ttl_ms), namespace=self.namespace)
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise self._classify(exc) from exc
+        except ResponseError as exc:
+            raise EffectConfigError(
+                f"cannot publish group {self.group!r} in the group registry {groups.registry_key(self.namespace)!r}: {exc}",
+                fix="the consumer's Redis user needs HSET on that key (it is under the namespace's "
+                "'<namespace>:*' key pattern, POSTBOX_REDIS_KEY_PATTERNS), and the key must be a hash",
+            ) from exc
 
     def marker_key(self, ref: EventRef) -> bytes:
         """The dedupe marker key of the event (for inspection and tests): group and event only."""
