@@ -62,12 +62,13 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     dist = work / "dist"
     _run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist), str(ROOT)], cwd=work)
     (wheel,) = dist.glob("postbox_cdc-*.whl")
-    _run([sys.executable, "-m", "venv", str(work / "venv")], cwd=work)
-    pip = [str(work / "venv" / "bin" / "python"), "-m", "pip", "--disable-pip-version-check", "-q"]
+    # A bare venv, filled by this interpreter's pip (--python): no ensurepip, no byte-compiling.
+    _run([sys.executable, "-m", "venv", "--without-pip", str(work / "venv")], cwd=work)
+    pip = [sys.executable, "-m", "pip", "--python", str(work / "venv" / "bin" / "python"), "--disable-pip-version-check", "-q"]
     house = _wheelhouse()
     if not house.is_dir():
         _run([*pip, "download", "-d", str(house), "-c", str(ROOT / "constraints.txt"), f"{wheel}[{EXTRAS}]"], cwd=work, timeout=300)
-    _run([*pip, "install", "--no-index", "--find-links", str(house), f"{wheel}[{EXTRAS}]"], cwd=work, timeout=300)
+    _run([*pip, "install", "--no-compile", "--no-index", "--find-links", str(house), f"{wheel}[{EXTRAS}]"], cwd=work, timeout=300)
     return work / "venv" / "bin"
 
 
@@ -137,6 +138,8 @@ def test_a_service_outside_the_checkout_emits_consumes_and_tails(installed, serv
     finally:
         admin_conn.execute(f'DROP DATABASE "{scratch}" WITH (FORCE)')
     assert "1 schema(s)" in _run(["postbox", "schemas", "check"], cwd=service, env=env)
+    (listed,) = json.loads(_run(["postbox", "schemas", "list", "--json"], cwd=service, env=env))
+    assert (listed["aggregate_type"], listed["event_type"], listed["topic"]) == (f"signup{unique}", "SignedUp", f"outbox.event.signup{unique}")
 
     # The business table is the app's own DDL, made with the admin connection (the app role may only insert).
     admin_conn.execute(f"CREATE SCHEMA svc{unique}")
