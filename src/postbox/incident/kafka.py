@@ -228,15 +228,18 @@ class Kafka:
         return self._metadata
 
     def _list_topics(self) -> Any:
-        """Cluster metadata, asked in one-second steps so that a refused login (which librdkafka
-        reports within a second, then retries forever) ends the wait at once."""
+        """Cluster metadata: first asked for one second, so that a refused login (which librdkafka
+        reports within a second, then retries forever) ends the wait at once; then, if nothing
+        was refused, for the rest of the timeout in one request (a slow broker still answers)."""
         deadline = time.monotonic() + self.timeout
+        step = min(1.0, self.timeout)
         while True:
             try:
-                return self.admin.list_topics(timeout=min(1.0, max(0.1, deadline - time.monotonic())))
+                return self.admin.list_topics(timeout=step)
             except KafkaException as exc:
                 self.admin.poll(0)
-                if self.login_errors.last is not None or time.monotonic() >= deadline:
+                step = deadline - time.monotonic()
+                if self.login_errors.last is not None or step < 0.1:
                     raise self.unavailable(exc) from None
 
     def ping(self) -> int:
