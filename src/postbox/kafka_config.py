@@ -34,7 +34,8 @@ ENV_VAR = "POSTBOX_KAFKA_CONFIG"
 #: The flag that sets one property (repeatable), as kcat's.
 SET_FLAG = "-X"
 MASK = "***"
-_SECRET_KEY = re.compile(r"password|secret|^ssl\.key\.pem$|^sasl\.oauthbearer\.config$", re.IGNORECASE)
+#: Java's sasl.jaas.config (refused by librdkafka, but a shared file may hold one) embeds a password.
+_SECRET_KEY = re.compile(r"password|secret|jaas|^ssl\.key\.pem$|^sasl\.oauthbearer\.config$", re.IGNORECASE)
 _KEY = re.compile(r"[A-Za-z0-9_.\-]+\Z")
 #: Java's line terminators only (str.splitlines would also break at \x85, \u2028, \x1c...).
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")

@@ -139,7 +139,8 @@ def test_bootstrap_precedence_flag_over_X_over_env_over_file(tmp_path: Path) -> 
 
 
 SECRETS = {"sasl.password": "hunter2-sasl", "ssl.key.password": "hunter2-key", "ssl.keystore.password": "hunter2-store",
-           "sasl.oauthbearer.client.secret": "hunter2-oauth", "ssl.key.pem": "-----BEGIN PRIVATE KEY-----hunter2"}  # fmt: skip
+           "sasl.oauthbearer.client.secret": "hunter2-oauth", "ssl.key.pem": "-----BEGIN PRIVATE KEY-----hunter2",
+           "sasl.jaas.config": 'ScramLoginModule required username="a" password="hunter2-jaas";'}  # fmt: skip
 
 
 def test_secrets_are_masked_in_repr_describe_and_scrubbed_from_text(tmp_path: Path) -> None:
