@@ -88,7 +88,11 @@ class EffectsHarness:
 
             client = Settings.load().redis_url
         self._own_client = isinstance(client, str)
-        self.redis: redis.Redis = redis.Redis.from_url(client) if isinstance(client, str) else client
+        if isinstance(client, str):
+            from postbox.redis_client import connect  # rediss:// and redis+cluster:// as everywhere
+
+            client = connect(client)  # type: ignore[assignment]
+        self.redis: redis.Redis = client
         self.group = group or f"test-{uuid.uuid4().hex[:12]}"
         self.engine = EffectsEngine(self.redis, self.group, functions_dir=functions_dir, strict_slots=strict_slots)
         self.touched: set[bytes] = set()
