@@ -175,3 +175,18 @@ def test_events_marked_under_the_legacy_layout_are_not_applied_again(own_redis, 
     fresh = EffectsEngine(client, group, functions_dir=None, legacy_markers=False)
     assert fresh.apply_one(ref, fx).applied
     client.close()
+
+
+def test_group_and_event_id_holding_colons_do_not_share_a_marker(own_redis) -> None:
+    """#12.13: group 'billing:eu' applying event 'x' and group 'billing' applying event 'eu:x' wrote
+    the same key ('...:seen:billing:eu:x'), so the second group took its event for a duplicate and
+    never applied it. (Event ids may hold ':' under the id rule: printable ASCII without spaces.)"""
+    client = own_redis.client()
+    agg = uuid.uuid4().hex[:10]
+    k = aggregate_keys("order", agg)
+    first = EffectsEngine(client, "billing:eu", functions_dir=None)
+    second = EffectsEngine(client, "billing", functions_dir=None)
+    assert first.apply_one(EventRef.for_aggregate("x", "order", agg), Effects().incrby(k("eu"), 1)).applied
+    assert second.apply_one(EventRef.for_aggregate("eu:x", "order", agg), Effects().incrby(k("plain"), 1)).applied
+    assert client.get(k("eu")) == client.get(k("plain")) == b"1"
+    client.close()
