@@ -101,3 +101,15 @@ def test_durations_and_booleans():
     with pytest.raises(ValueError):
         parse_duration("8 days")
     assert parse_bool("Yes") is True and parse_bool("0") is False
+
+
+def test_legacy_marker_transition_is_on_by_default_and_reaches_the_engine():
+    """#12.1 upgrade: POSTBOX_LEGACY_MARKERS (default true) is the runtime engine's legacy_markers."""
+    from postbox.consumer.runtime import ConsumerRuntime
+
+    assert load(app=make_app()).legacy_markers is True
+    config = load({"POSTBOX_LEGACY_MARKERS": "false"}, app=make_app())
+    assert config.legacy_markers is False
+    assert ConsumerRuntime(make_app(), config, install_signals=False).engine.legacy_markers is False  # no connection made
+    with pytest.raises(ConfigError, match="POSTBOX_LEGACY_MARKERS"):
+        load({"POSTBOX_LEGACY_MARKERS": "sometimes"}, app=make_app())

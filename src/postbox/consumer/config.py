@@ -71,6 +71,9 @@ class ConsumerConfig:
     log_level: str = "INFO"
     #: Refuse to commit offsets unless Redis acknowledges durably (AOF fsync / WAITAOF).
     require_durable: bool = True
+    #: Also read dedupe markers of the layout before the marker identity change (upgrade
+    #: transition, docs/effects.md); turn off one marker TTL after upgrading.
+    legacy_markers: bool = True
     #: Where a group without committed offsets starts.
     auto_offset_reset: str = "earliest"
     #: Kafka group session timeout (ms): how soon a crashed member's partitions move.
@@ -254,7 +257,7 @@ def _convert(name: str, raw: Any, source: str) -> Any:
             return int(text)
         if name == "marker_ttl":
             return parse_duration(raw)
-        if name == "require_durable":
+        if name in ("require_durable", "legacy_markers"):
             return parse_bool(raw)
         if name == "schemas_dir":
             return Path(raw).expanduser()
@@ -267,6 +270,7 @@ def _convert(name: str, raw: Any, source: str) -> Any:
         expected = {
             "marker_ttl": "a duration such as 691200, 8d, 36h or 90m",
             "require_durable": "true or false",
+            "legacy_markers": "true or false",
             "topics": "comma-separated topic names",
         }.get(name, "a whole number")
         raise ConfigError(

@@ -128,7 +128,7 @@ class ConsumerRuntime:
         self.redis = redis_client or connect_redis(
             config.redis_url, socket_timeout=10, socket_connect_timeout=5, health_check_interval=30
         )
-        self.engine = EffectsEngine(self.redis, config.group, marker_ttl=config.marker_ttl)
+        self.engine = EffectsEngine(self.redis, config.group, marker_ttl=config.marker_ttl, legacy_markers=config.legacy_markers)
         self.backoff = Backoff(config.backoff_base_ms / 1000, config.backoff_max_ms / 1000)
         self.client_id = config.client_id or f"postbox-{config.group}-{os.getpid()}"
         self.states: dict[tuple[str, int], PartitionState] = {}
