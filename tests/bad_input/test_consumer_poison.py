@@ -73,7 +73,7 @@ def test_poison_records_are_dead_lettered_with_their_own_error_and_the_consumer_
     (schemas / agg / "InvoiceIssued.v1.avsc").write_text(json.dumps(INVOICE_SCHEMA))
     create_topic(settings.kafka_bootstrap, topic, partitions=1)
     stock_id = f"{unique}-42"  # what a stock outbox with a bigint/varchar id column sends (#12.13)
-    stock_failed_id = f"{unique}-43"
+    stock_failed_id = f"{unique}:43:1"  # ':' is allowed in an id (and not to be read as a dead letter's ref)
 
     def hdr(event_type: str, event_id: str | None = None) -> list:
         return router_headers(event_id or str(uuid.uuid4()), event_type, agg)
@@ -134,6 +134,10 @@ def test_poison_records_are_dead_lettered_with_their_own_error_and_the_consumer_
     assert trace.returncode == 0, trace.stdout + trace.stderr
     found = json.loads(trace.stdout)
     assert found["kafka"]["record"]["offset"] == len(records) - 2 and found["status"] == "applied", found
+    show = subprocess.run([sys.executable, "-m", "postbox", "dlq", "show", stock_failed_id, "--topic", topic, "--json"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert show.returncode == 0, show.stdout + show.stderr
+    assert [d["event_id"] for d in json.loads(show.stdout)["dead_letters"]] == [stock_failed_id]
     replay = subprocess.run([sys.executable, "-m", "postbox", "dlq", "replay", "--topic", topic, "--event-id", stock_failed_id, "--json"],
                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert replay.returncode == 0, replay.stdout + replay.stderr

@@ -62,8 +62,9 @@ def test_unknown_group() -> None:
 
 
 @pytest.mark.parametrize("args", [
-    ["trace", "not-a-uuid"], ["tail", "outbox.event.x", "--event-id", "42"], ["dlq", "show", "nope"],
-    ["dlq", "list", "--event-id", "xyz"], ["dlq", "replay", "--event-id", "xyz"], ["dlq", "replay"],
+    # Event ids break the one rule (postbox.ids: 1-200 printable ASCII, no spaces); "42" is an id now.
+    ["trace", "not an id"], ["tail", "outbox.event.x", "--event-id", "4 2"], ["dlq", "show", "n\u00f6pe"],
+    ["dlq", "list", "--event-id", "x y z"], ["dlq", "replay", "--event-id", "x" * 201], ["dlq", "replay"],
     ["tail", "outbox.event.x", "--from", "yesterday-ish"], ["replay", "--group", "g", "--to", "someday"],
     ["tail", "outbox.event.x", "--where", "no-equals-sign"], ["trace", EVENT, "--marker-ttl", "soon"],
 ])

@@ -431,7 +431,9 @@ def dlq_show(
 ) -> int:
     from postbox.incident.dlq import Selection, dlq_topics, find_by_ref, read_dead_letters
 
-    is_ref = which.count(":") >= 2 and which.rsplit(":", 2)[1].isdigit() and which.rsplit(":", 2)[2].isdigit()
+    # A ref names a dead-letter topic (TOPIC.dlq:P:O); anything else is an event id, which may hold ':'.
+    parts = which.rsplit(":", 2)
+    is_ref = len(parts) == 3 and parts[0].endswith(".dlq") and parts[1].isdigit() and parts[2].isdigit()
     eid = None if is_ref else _event_id(which, "WHICH")
     settings = _settings(kafka_bootstrap=kafka_bootstrap)
     with _kafka(settings) as kafka:
