@@ -108,6 +108,15 @@ class RedisServer:
         self.stop(keep_dir=True)
         self.start()
 
+    def kill(self) -> None:
+        """SIGKILL (a crash: no shutdown fsync, no final AOF rewrite); the folder stays for a restart."""
+        if self.process and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=10)
+        if self.process and self.process.stderr:
+            self.process.stderr.close()
+        self.process = None
+
     def stop(self, *, keep_dir: bool = False) -> None:
         if self.process and self.process.poll() is None:
             self.process.terminate()  # SIGTERM: redis-server exits cleanly, AOF flushed
