@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import shutil
 import threading
 import time
@@ -39,21 +38,21 @@ from typing import Any, Callable
 import psycopg
 import redis
 from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 
 from postbox.codec import AvroCodec
 from postbox.outbox import Event, Outbox
 from postbox.schemas import SchemaRepository
 from postbox.settings import Settings
 from postbox.stack.stack import LocalStack
-from tests.support.consumers import ConsumerProcess
+from tests.support.consumers import ConsumerProcess, create_topic
 
 ROOT = Path(__file__).resolve().parents[2]
 NOW = datetime(2024, 5, 6, 7, 8, 9, tzinfo=timezone.utc)
-PARTITIONS_EXPECTED = 1  # the router creates outbox topics with the broker default (1 partition locally)
 
 
-def _payload(aggregate_id: str, seq: int) -> dict[str, Any]:
-    return {"order_id": aggregate_id, "customer_id": "c", "total_cents": seq, "placed_at": NOW,
+def _payload(aggregate_id: str, seq: int, customer_id: str = "c") -> dict[str, Any]:
+    return {"order_id": aggregate_id, "customer_id": customer_id, "total_cents": seq, "placed_at": NOW,
             "items": [{"sku": "s", "quantity": 1, "unit_price_cents": seq}]}
 
 
@@ -89,6 +88,10 @@ class Emitter(threading.Thread):
         self.paused = threading.Event()
         self.error: BaseException | None = None
         self._big: list[tuple[int, threading.Event]] = []
+        #: Special transactions asked for: (aggregate, events, customer_id of the first, done).
+        self._special: list[tuple[str, int, str, threading.Event]] = []
+        #: Event ids by the customer_id prefix that marked them ("poison", "flaky"; tests.apps.counting).
+        self.marked: dict[str, list[str]] = defaultdict(list)
         self._cursor = 0
         self._conn: psycopg.Connection | None = None
         # figures
@@ -97,6 +100,7 @@ class Emitter(threading.Thread):
         self.resolved_committed = 0    # ... and pg_xact_status said it had committed anyway
         self.retried_transactions = 0  # ... and it had not: the same events were emitted again
         self.big_batches: list[int] = []
+        self.big_ids: list[list[str]] = []  # the event ids of each big transaction, in order
 
     # public ------------------------------------------------------------------------------------------
     def count(self) -> int:
@@ -120,6 +124,15 @@ class Emitter(threading.Thread):
             self._big.append((n, done))
         return done
 
+    def special(self, aggregate: str, events: int, customer_id: str) -> threading.Event:
+        """Ask for one transaction of ``events`` events of ``aggregate`` whose first carries
+        ``customer_id`` (its prefix up to ':' marks the event, see :attr:`marked`); the event is
+        set once committed. Runs even while paused."""
+        done = threading.Event()
+        with self.lock:
+            self._special.append((aggregate, events, customer_id, done))
+        return done
+
     def stop(self, timeout: float = 60) -> None:
         self.stop_flag.set()
         self.join(timeout)
@@ -136,20 +149,32 @@ class Emitter(threading.Thread):
             interval = self.per_tx / self.rate
             next_at = time.monotonic()
             while not self.stop_flag.is_set():
+                with self.lock:  # a special or big transaction runs even while paused (paused: nothing else)
+                    special = self._special.pop(0) if self._special else None
+                    big = None if special or not self._big else self._big.pop(0)
+                if special is not None:
+                    agg, n, customer, done = special
+                    first = self.count()
+                    self._transaction([(agg, self._next(agg)) for _ in range(n)], first_customer=customer)
+                    with self.lock:
+                        self.marked[customer.split(":", 1)[0]].append(self.committed[first].id)
+                    done.set()
+                    continue
+                if big is not None:
+                    n, done = big
+                    first = self.count()
+                    self._transaction(self._plan(n))
+                    with self.lock:
+                        self.big_ids.append([c.id for c in self.committed[first:]])
+                    self.big_batches.append(n)
+                    done.set()
+                    continue
                 if self.limit is not None and self.count() >= self.limit:
                     self.stop_flag.wait(0.05)
                     continue
                 if self.paused.is_set():
                     self.stop_flag.wait(0.05)
                     next_at = time.monotonic()
-                    continue
-                with self.lock:
-                    big = self._big.pop(0) if self._big else None
-                if big is not None:
-                    n, done = big
-                    self._transaction(self._plan(n))
-                    self.big_batches.append(n)
-                    done.set()
                     continue
                 n = self.per_tx if self.limit is None else min(self.per_tx, self.limit - self.count())
                 self._transaction(self._plan(n))
@@ -167,9 +192,13 @@ class Emitter(threading.Thread):
         for _ in range(n):
             agg = self.ids[self._cursor % len(self.ids)]
             self._cursor += 1
-            plan.append((agg, self.next_seq[agg]))
-            self.next_seq[agg] += 1
+            plan.append((agg, self._next(agg)))
         return plan
+
+    def _next(self, agg: str) -> int:
+        seq = self.next_seq[agg]
+        self.next_seq[agg] += 1
+        return seq
 
     def _connection(self) -> psycopg.Connection:
         deadline = time.monotonic() + 180
@@ -184,9 +213,10 @@ class Emitter(threading.Thread):
                 delay = min(1.0, delay * 2)
         return self._conn
 
-    def _transaction(self, plan: list[tuple[str, int]]) -> None:
+    def _transaction(self, plan: list[tuple[str, int]], first_customer: str = "c") -> None:
         """Commit ``plan`` exactly once, whatever happens to PostgreSQL meanwhile."""
-        events = [Event(self.aggregate_type, agg, "OrderPlaced", _payload(agg, seq)) for agg, seq in plan]
+        events = [Event(self.aggregate_type, agg, "OrderPlaced", _payload(agg, seq, first_customer if i == 0 else "c"))
+                  for i, (agg, seq) in enumerate(plan)]
         for _attempt in range(1000):
             conn = self._connection()
             xid = None
@@ -237,12 +267,15 @@ class Emitter(threading.Thread):
 
 
 class ConsumerGroup:
-    """``postbox consume tests.apps.counting:audited`` processes of one group; logs kept per process."""
+    """``postbox consume <app>`` processes of one group; logs kept per process.
 
-    def __init__(self, env: dict[str, str], log_dir: Path, members: int = 1) -> None:
+    ``app_spec`` may change between starts (a redeploy of a changed handler)."""
+
+    def __init__(self, env: dict[str, str], log_dir: Path, members: int = 1, app_spec: str = "tests.apps.counting:audited") -> None:
         self.env = env
         self.log_dir = log_dir
         self.members = members
+        self.app_spec = app_spec
         self.processes: list[ConsumerProcess] = []
         self.retired: list[ConsumerProcess] = []
         self._n = 0
@@ -250,47 +283,63 @@ class ConsumerGroup:
     def start(self) -> None:
         while len(self.processes) < self.members:
             self._n += 1
-            self.processes.append(ConsumerProcess("tests.apps.counting:audited", self.env, self.log_dir / f"consumer-{self._n}.log"))
+            self.processes.append(ConsumerProcess(self.app_spec, self.env, self.log_dir / f"consumer-{self._n}.log"))
 
-    def kill_one(self) -> None:
-        victim = self.processes.pop(0)
+    def kill_pid(self, pid: int) -> ConsumerProcess:
+        """SIGKILL the member with process id ``pid``."""
+        [victim] = [p for p in self.processes if p.process.pid == pid]
+        self.processes.remove(victim)
         victim.kill()
         self.retired.append(victim)
+        return victim
 
     def check_alive(self) -> None:
         for p in self.processes:
             if not p.alive():
                 raise AssertionError(f"consumer exited with {p.process.returncode}: {p.output()[-1500:]}")
 
-    def stop(self) -> None:
+    def stop(self) -> list[str]:
+        """SIGTERM every member; what went wrong (a hang, an exit code other than 0), else []."""
+        problems = []
         for p in self.processes:
             try:
-                p.terminate(timeout=30)
-            except AssertionError:
-                pass
+                code = p.terminate(timeout=30)
+            except AssertionError as exc:  # it hung: terminate() SIGKILLed it
+                problems.append(str(exc))
+            else:
+                if code != 0:
+                    problems.append(f"consumer exited {code} after SIGTERM (expected 0); log: {p.log_path}")
             self.retired.append(p)
         self.processes = []
+        return problems
 
     def close(self) -> None:
         for p in self.processes + self.retired:
             p.close()
 
+    def batch_lines(self, path: Path) -> list[dict[str, Any]]:
+        """The parsed ``batch finished`` lines of one process's log (a line cut by SIGKILL skipped)."""
+        out = []
+        for line in path.read_text(errors="replace").splitlines():
+            if '"batch finished"' not in line:
+                continue
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue
+        return out
+
     def batch_totals(self) -> dict[str, int]:
-        """Sums of the ``batch finished`` log lines of every process of the run."""
+        """Sums of the ``batch finished`` log lines of every process of the run, and its rebalances."""
         totals: Counter = Counter()
         for path in sorted(self.log_dir.glob("consumer-*.log")):
-            for line in path.read_text(errors="replace").splitlines():
-                if '"batch finished"' not in line:
-                    continue
-                try:
-                    data = json.loads(line)
-                except ValueError:
-                    continue  # a line cut by SIGKILL
+            for data in self.batch_lines(path):
                 for key in ("records", "applied", "duplicates", "failed", "retried"):
                     totals[key] += int(data.get(key, 0))
                 totals["batches"] += 1
             text = path.read_text(errors="replace")
             totals["transient_pauses"] += text.count('"transient failure: partition paused')
+            totals["rebalances"] += sum(text.count(f'"partitions {kind}"') for kind in ("assigned", "revoked", "lost"))
         return dict(totals)
 
 
@@ -317,6 +366,8 @@ class Verdict:
     kills: list[Kill]
     seconds: float
     violations: list[str] = field(default_factory=list)
+    #: What shows the scenario really happened (each kill's point, redeliveries, rebalances, ...).
+    evidence: list[str] = field(default_factory=list)
 
     @property
     def duplicates_absorbed(self) -> int:
@@ -339,6 +390,7 @@ class Verdict:
             "duplicates_from_redelivery": max(0, self.duplicates_absorbed - self.topic_duplicates),
             "duplicates_from_topic": self.topic_duplicates,
             "transient_pauses": self.consumer.get("transient_pauses", 0),
+            "rebalances": self.consumer.get("rebalances", 0),
             "commit_failures": self.emitter.get("commit_failures", 0),
             "commits_resolved_committed": self.emitter.get("resolved_committed", 0),
             "transactions_retried": self.emitter.get("retried_transactions", 0),
@@ -359,11 +411,13 @@ class Verdict:
             f"   consumed records {f['records_consumed']:,} in {self.consumer.get('batches', 0):,} batches; "
             f"duplicates absorbed by the dedupe marker {f['duplicates_absorbed']:,} "
             f"({f['duplicates_from_topic']} topic re-sends + {f['duplicates_from_redelivery']} consumer redeliveries); "
-            f"transient pauses {f['transient_pauses']}",
+            f"transient pauses {f['transient_pauses']}; rebalance log lines {f['rebalances']}",
         ]
         for k in self.kills:
             rec = f"{k.recovery_s:.2f} s" if k.recovery_s is not None else "n/a"
             lines.append(f"   kill {k.component:<9} {k.note:<34} restart {k.restart_s:5.2f} s, recovery (kill → next committed event applied) {rec}")
+        for e in self.evidence:
+            lines.append(f"   evidence: {e}")
         for v in self.violations[:30]:
             lines.append(f"   VIOLATION: {v}")
         if len(self.violations) > 30:
@@ -378,8 +432,8 @@ class FaultRun:
     """One scenario: its own topic, group and keys; the shared stack's components to kill."""
 
     def __init__(self, scenario: str, tmp: Path, *, rate: float = 150, per_tx: int = 3, aggregates: int = 12,
-                 members: int = 1, batch_size: int = 50, sleep_ms: int = 2, limit: int | None = None,
-                 log: Callable[[str], None] = print) -> None:
+                 members: int = 1, partitions: int = 1, batch_size: int = 50, sleep_ms: int = 2, limit: int | None = None,
+                 consumer_env: dict[str, str] | None = None, log: Callable[[str], None] = print) -> None:
         self.scenario = scenario
         self.log = log
         self.settings = Settings.load()
@@ -391,7 +445,8 @@ class FaultRun:
         self.tmp = tmp
         schemas = tmp / "schemas"
         shutil.copytree(ROOT / "schemas" / "order", schemas / self.aggregate_type)
-        self.outbox = Outbox(codec=AvroCodec(SchemaRepository.load(schemas)))
+        self.codec = AvroCodec(SchemaRepository.load(schemas))
+        self.outbox = Outbox(codec=self.codec)
         self.emitter = Emitter(self.settings.database_url, self.outbox, self.aggregate_type, aggregates,
                                rate=rate, per_tx=per_tx, limit=limit, log=log)
         env = {
@@ -400,17 +455,31 @@ class FaultRun:
             "POSTBOX_LOG_FORMAT": "json", "POSTBOX_LOG_LEVEL": "DEBUG", "POSTBOX_BACKOFF_MAX_MS": "2000",
             "POSTBOX_REDIS_URL": self.settings.redis_url, "POSTBOX_KAFKA_BOOTSTRAP": self.settings.kafka_bootstrap,
             "POSTBOX_TEST_SLEEP_MS": str(sleep_ms),
+            # deterministic kill points (tests.apps.counting, postbox.consumer.testhooks): armed per kill
+            "POSTBOX_TEST_HOLD_IN_HANDLER": str(tmp / "hold-in-handler"),
+            "POSTBOX_TEST_HOLD_BEFORE_COMMIT": str(tmp / "hold-before-commit"),
+            **(consumer_env or {}),
         }
+        self.holds = {"mid-batch": tmp / "hold-in-handler", "after-ack": tmp / "hold-before-commit"}
+        self.partitions = partitions
         self.consumers = ConsumerGroup(env, tmp, members)
         from postbox.stack.stack import admin_redis_url
 
         self.redis = redis.Redis.from_url(admin_redis_url(), socket_timeout=5, socket_connect_timeout=2)
         self.kills: list[Kill] = []
         self.started = time.monotonic()
+        self.evidence: list[str] = []
+        self.violations: list[str] = []  # found during the run (a kill that missed its point)
+        #: Records applied but not committed when an after-ack kill landed: each must come back.
+        self.expect_redelivered = 0
+        #: Per big-transaction Connect kill: the transaction's ids and each partition's end before it and at the kill.
+        self.big_kills: list[tuple[list[str], dict[int, int], dict[int, int]]] = []
+        self._watermarks: Consumer | None = None
 
     # lifecycle ----------------------------------------------------------------------------------------
     def start(self) -> "FaultRun":
         self.started = time.monotonic()
+        create_topic(self.settings.kafka_bootstrap, self.topic, self.partitions)  # else the router makes 1 partition
         self.emitter.start()
         self.consumers.start()
         self.wait(lambda: self.applied_count() > 0, 90, "the first event applied")
@@ -421,6 +490,8 @@ class FaultRun:
             self.emitter.stop_flag.set()
             self.emitter.join(30)
         self.consumers.close()
+        if self._watermarks is not None:
+            self._watermarks.close()
         self.ensure_stack()
         self.cleanup_keys()
         self.redis.close()
@@ -443,10 +514,20 @@ class FaultRun:
         return total
 
     def is_applied(self, c: Committed) -> bool:
+        return self._is_applied(c.aggregate_id, c.id)
+
+    def _is_applied(self, aggregate_id: str, event_id: str) -> bool:
         try:
-            return bool(self._client().hexists(f"{{{self.aggregate_type}:{c.aggregate_id}}}:applied", c.id))
+            return bool(self._client().hexists(f"{{{self.aggregate_type}:{aggregate_id}}}:applied", event_id))
         except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError):
             return False
+
+    def topic_ends(self) -> dict[int, int]:
+        """Each partition's end offset (high watermark) now."""
+        if self._watermarks is None:
+            self._watermarks = Consumer({"bootstrap.servers": self.settings.kafka_bootstrap, "group.id": f"faults-marks-{uuid.uuid4().hex}"})
+        return {p: self._watermarks.get_watermark_offsets(TopicPartition(self.topic, p), timeout=10, cached=False)[1]
+                for p in range(self.partitions)}
 
     def wait(self, predicate: Callable[[], bool], timeout: float, what: str, interval: float = 0.05) -> float:
         started = time.monotonic()
@@ -488,19 +569,81 @@ class FaultRun:
 
         self.wait(lambda: not any(port_open("127.0.0.1", p) for p in ports), timeout, f"ports {ports} released after the kill", interval=0.1)
 
-    def kill_consumer(self, when: str = "mid-batch") -> Kill:
-        """SIGKILL the (first) consumer ``mid-batch`` (while its handlers run) or ``after-ack``
-        (the moment an apply was acknowledged: the batch's offsets are usually not committed yet,
-        so the next member re-reads records whose effects already landed)."""
+    def _claim(self, when: str) -> dict[str, Any]:
+        """Arm the hold of ``when`` and wait until a consumer claims it (it then sleeps until killed)."""
+        arm = self.holds[when]
+        held = Path(f"{arm}.held")
+        held.unlink(missing_ok=True)
+        arm.write_text("")
+        claim: dict[str, Any] = {}
+
+        def claimed() -> bool:
+            try:
+                text = held.read_text().strip()
+            except FileNotFoundError:
+                return False
+            if not text:
+                return False  # claimed, details not written yet
+            data = json.loads(text)
+            claim.update(data if isinstance(data, dict) else {"pid": data})
+            return True
+
+        self.wait(claimed, 90, f"a consumer held {when}", interval=0.01)
+        held.unlink()
+        return claim
+
+    def kill_consumer(self, when: str = "mid-batch", redeploy: str | None = None) -> Kill:
+        """SIGKILL one consumer at an exact point of its loop, restart it (as ``redeploy``, an app
+        spec, if given), and note the evidence that the kill landed there:
+
+        - ``mid-batch``: its handler holds on an event (tests.apps.counting); that event must not
+          be applied at the kill (the batch's apply had not run), and is applied once afterwards;
+        - ``after-ack``: the runtime holds after a batch's apply was acknowledged and before its
+          commit (postbox.consumer.testhooks); the batch's applied records must come back to the
+          next owner as duplicates — the verdict checks that many were absorbed.
+        """
         base = self.applied_count()
-        self.wait(lambda: self.applied_count() > base, 60, "progress before the kill", interval=0.001 if when == "after-ack" else 0.05)
+        self.wait(lambda: self.applied_count() > base, 60, "progress before the kill")
+        claim = self._claim(when)
+        pid = int(claim["pid"])
+        [victim] = [p for p in self.consumers.processes if p.process.pid == pid]
         if when == "mid-batch":
-            time.sleep(random.uniform(0.02, 0.08))
+            applied = self._is_applied(claim["aggregate_id"], claim["event_id"])
+            where = f"{self.topic}[{claim['partition']}]@{claim['offset']}"
+            evidence = f"held in its handler at {where}, not yet applied" if not applied else f"held at {where} ALREADY APPLIED"
+            if applied:
+                self.violations.append(f"mid-batch kill: the held event at {where} was applied before its batch finished")
+        else:
+            [*_, last] = self.consumers.batch_lines(victim.log_path) or [{}]
+            applied_n = int(last.get("applied", 0))
+            self.expect_redelivered += applied_n
+            evidence = f"held after a batch applied {applied_n} of {last.get('records', 0)} records, uncommitted"
+            if not applied_n:
+                self.violations.append("after-ack kill: the held batch applied nothing, so nothing had to come back")
+        totals = self.consumers.batch_totals()
         at = time.monotonic()
-        self.consumers.kill_one()
+        self.consumers.kill_pid(pid)
+        if redeploy:
+            self.consumers.app_spec = redeploy
         t0 = time.monotonic()
         self.consumers.start()
-        return self._record("consumer", f"SIGKILL {when}", at, time.monotonic() - t0)
+        kill = self._record("consumer", f"SIGKILL {when}" + (f", restarted as {redeploy.rsplit(':', 1)[-1]}" if redeploy else ""), at, time.monotonic() - t0)
+        # The records the victim held must reach another member (after a rebalance) and pass again.
+        if when == "mid-batch":
+            self.wait(lambda: self._is_applied(claim["aggregate_id"], claim["event_id"]), 90, "the held event applied by the next owner")
+            evidence += f"; applied by the next owner {time.monotonic() - at:.1f} s after the kill"
+        else:
+            def absorbed() -> bool:
+                return self.consumers.batch_totals().get("duplicates", 0) >= totals.get("duplicates", 0) + applied_n
+
+            # ... or applied again: more applications than committed events (the verdict names them)
+            self.wait(lambda: absorbed() or self.applied_count() > self.emitter.count(), 90,
+                      "the held batch redelivered", interval=0.5)
+            evidence += f"; redelivered and {'absorbed' if absorbed() else 'APPLIED AGAIN'} {time.monotonic() - at:.1f} s after the kill"
+        if self.consumers.members > 1:
+            evidence += f"; rebalance log lines since the kill {self.consumers.batch_totals().get('rebalances', 0) - totals.get('rebalances', 0)}"
+        self.evidence.append(f"consumer SIGKILL {when}: {evidence}")
+        return kill
 
     def kill_connect(self, note: str = "SIGKILL") -> Kill:
         at = time.monotonic()
@@ -511,16 +654,29 @@ class FaultRun:
         return self._record("connect", note, at, time.monotonic() - t0)
 
     def kill_connect_during_big_batch(self, size: int) -> Kill:
-        """One transaction of ``size`` events (emit_many); SIGKILL Connect while it streams them."""
-        before = self.applied_count()
-        done = self.emitter.big_batch(size)
-        if not done.wait(120):
-            raise AssertionError("the big batch did not commit within 120 s")
-        # Debezium is now reading this transaction from the WAL: kill it in the middle.
-        time.sleep(random.uniform(0.05, 0.4))
-        at = time.monotonic()
-        assert self.stack.connect.kill(), "Connect was not running"
-        note = f"during a {size}-event emit_many (applied {max(0, self.applied_count() - before)} of them at the kill)"
+        """One transaction of ``size`` events (emit_many); SIGKILL Connect while it streams them.
+
+        The writer pauses until the topic holds everything committed before, so the topic's growth
+        from then on is this transaction alone: Connect is killed as soon as its first records are in
+        the topic, and the ends at the kill say how much of it was out. The verdict requires some
+        but not all of it out at the kill, or a part of it re-sent by Debezium after the restart."""
+        self.emitter.paused.set()
+        try:
+            self.wait(lambda: self.applied_count() >= self.emitter.count(), 120, "the topic caught up before the big transaction")
+            before = self.topic_ends()
+            done = self.emitter.big_batch(size)
+            if not done.wait(120):
+                raise AssertionError("the big batch did not commit within 120 s")
+            self.wait(lambda: sum(self.topic_ends().values()) > sum(before.values()), 120,
+                      "the first records of the big transaction in the topic", interval=0.002)
+            at = time.monotonic()
+            assert self.stack.connect.kill(), "Connect was not running"
+            at_kill = self.topic_ends()
+        finally:
+            self.emitter.paused.clear()
+        self.big_kills.append((self.emitter.big_ids[-1], before, at_kill))
+        out = sum(at_kill.values()) - sum(before.values())
+        note = f"during a {size}-event emit_many ({out} of them in the topic at the kill)"
         self._wait_ports_free(self.stack.ports.connect)
         t0 = time.monotonic()
         self.ensure_stack()
@@ -552,6 +708,46 @@ class FaultRun:
         self.ensure_stack()
         return self._record("postgres", note, at, time.monotonic() - t0)
 
+    # events that fail on purpose, and a dead-letter topic that fails ---------------------------------------
+    def emit_marked(self, kind: str, aggregate: str, followers: int = 3, payload_bytes: int | None = None) -> None:
+        """Commit one ``kind`` event ("poison": its handler always fails; "flaky": fails on its first
+        attempt in a process) of ``aggregate``, followed in the same transaction by ``followers``
+        ordinary events of the same aggregate (so they share its batch); ``payload_bytes``: pad its
+        Avro payload to exactly that size."""
+        customer = f"{kind}:"
+        if payload_bytes is not None:
+            schema = self.codec.schema_for(self.aggregate_type, "OrderPlaced", None)
+            for _ in range(4):  # the length prefix grows with the string: converge in a few steps
+                size = len(self.codec.encode_with(schema, _payload(aggregate, 10**9, customer)))
+                customer += "x" * (payload_bytes - size)
+            assert len(self.codec.encode_with(schema, _payload(aggregate, 10**9, customer))) == payload_bytes
+        done = self.emitter.special(aggregate, 1 + followers, customer)
+        if not done.wait(120):
+            raise AssertionError(f"the {kind} transaction did not commit within 120 s")
+        size = f" ({payload_bytes:,}-byte payload)" if payload_bytes else ""
+        self.log(f"   [{self.scenario}] committed a {kind} event{size} of {aggregate} + {followers} followers")
+
+    def _admin(self) -> AdminClient:
+        return AdminClient({"bootstrap.servers": self.settings.kafka_bootstrap})
+
+    def block_dead_letters(self) -> None:
+        """Create the dead-letter topic so that no produce to it is acknowledged (acks=all and
+        min.insync.replicas 2 over its single replica: NOT_ENOUGH_REPLICAS) until unblocked."""
+        name = self.topic + ".dlq"
+        topic = NewTopic(name, num_partitions=self.partitions, replication_factor=1, config={"min.insync.replicas": "2"})
+        self._admin().create_topics([topic])[name].result(timeout=30)
+
+    def unblock_dead_letters(self) -> None:
+        resource = ConfigResource(ResourceType.TOPIC, self.topic + ".dlq", incremental_configs=[
+            ConfigEntry("min.insync.replicas", "1", incremental_operation=AlterConfigOpType.SET)])
+        for future in self._admin().incremental_alter_configs([resource]).values():
+            future.result(timeout=30)
+
+    def dead_letter_failures(self) -> int:
+        """Transient pauses the consumers logged because a dead-letter produce was not acknowledged."""
+        return sum(1 for path in self.tmp.glob("consumer-*.log") for line in path.read_text(errors="replace").splitlines()
+                   if '"transient failure: partition paused' in line and '"dlq"' in line)
+
     KILLS = ("consumer", "connect", "kafka", "redis", "postgres")
 
     def kill(self, component: str) -> Kill:
@@ -562,11 +758,23 @@ class FaultRun:
     def verdict(self, drain_timeout: float = 180) -> Verdict:
         self.emitter.stop()
         committed = list(self.emitter.committed)
-        self.wait(lambda: self.applied_count() >= len(committed), drain_timeout,
-                  f"all {len(committed)} committed events applied (at {self.applied_count()})", interval=0.2)
+        by_id = {c.id: c for c in committed}
+        # Marked events (tests.apps.counting) fail on purpose: "poison" ones must be dead-lettered,
+        # "flaky" ones applied (in order) or dead-lettered; neither may block what follows them.
+        marked = {i for ids in self.emitter.marked.values() for i in ids}
+
+        def unapplied_marked() -> set[str]:
+            return {i for i in marked if not self._is_applied(by_id[i].aggregate_id, i)}
+
+        self.wait(lambda: self.applied_count() >= len(committed) - len(unapplied_marked()), drain_timeout,
+                  f"all {len(committed)} committed events applied or dead-lettered (at {self.applied_count()} applied; "
+                  "a partition blocked behind a record?)", interval=0.2)
         time.sleep(1.5)  # late redeliveries would show now
-        self.consumers.stop()
-        violations: list[str] = []
+        violations: list[str] = list(self.violations)
+        violations += [f"clean stop: {problem}" for problem in self.consumers.stop()]
+        not_applied = unapplied_marked()
+        for eid in set(self.emitter.marked.get("poison", [])) - not_applied:
+            violations.append(f"applied: poison event {eid}, whose handler always fails")
 
         by_agg: dict[str, list[Committed]] = defaultdict(list)
         for c in committed:
@@ -577,7 +785,7 @@ class FaultRun:
             k = f"{{{self.aggregate_type}:{agg}}}"
             seqs = [int(x) for x in self.redis.lrange(f"{k}:seq", 0, -1)]
             counts = {kk.decode(): int(v) for kk, v in self.redis.hgetall(f"{k}:applied").items()}
-            expected = [c.seq for c in by_agg[agg]]
+            expected = [c.seq for c in by_agg[agg] if c.id not in not_applied]
             applied_total += sum(counts.values())
             if seqs != expected:
                 missing = sorted(set(expected) - set(seqs))
@@ -590,13 +798,16 @@ class FaultRun:
                 for s in extra:
                     violations.append(f"applied but never committed: aggregate {agg} seq {s}")
                 if not (missing or doubled or extra):
-                    violations.append(f"out of order: aggregate {agg}: applied {seqs[:20]}... expected {expected[:20]}...")
+                    at = next(i for i, (a, b) in enumerate(zip(seqs, expected)) if a != b)
+                    violations.append(f"out of order: aggregate {agg}: applied ...{seqs[max(0, at - 3):at + 5]}... "
+                                      f"expected ...{expected[max(0, at - 3):at + 5]}...")
             for eid, n in counts.items():
                 if n != 1:
                     violations.append(f"applied {n} times: event {eid} (aggregate {agg})")
                 if eid not in committed_ids:
                     violations.append(f"applied but never committed: event {eid} (aggregate {agg})")
-        records = read_topic(self.settings.kafka_bootstrap, self.topic)
+        located = read_topic(self.settings.kafka_bootstrap, self.topic)
+        records = [eid for _p, _o, eid in located]
         per_id = Counter(r for r in records)
         in_topic = set(per_id)
         for c in committed:
@@ -608,8 +819,10 @@ class FaultRun:
         topic_dupes = len(records) - len(in_topic)
         if consumer.get("duplicates", 0) < topic_dupes:
             violations.append(f"the consumers absorbed {consumer.get('duplicates', 0)} duplicates but the topic holds {topic_dupes} repeated records")
-        if consumer.get("failed", 0):
+        if consumer.get("failed", 0) and not marked:
             violations.append(f"{consumer['failed']} records dead-lettered (none expected)")
+        violations += self._dead_letter_checks(not_applied, located)
+        violations += self._evidence_checks(committed, located, consumer, topic_dupes)
         return Verdict(
             scenario=self.scenario, committed=len(committed), applied=applied_total, topic_records=len(records),
             topic_duplicates=topic_dupes, consumer=consumer,
@@ -618,29 +831,98 @@ class FaultRun:
                      "retried_transactions": self.emitter.retried_transactions,
                      "big_batches": len(self.emitter.big_batches)},
             kills=list(self.kills), seconds=time.monotonic() - self.started, violations=violations,
+            evidence=list(self.evidence),
         )
+
+    def _dead_letter_checks(self, not_applied: set[str], located: list[tuple[int, int, str]]) -> list[str]:
+        """Every marked event that was not applied is in the dead-letter topic (by its id header or
+        its origin partition/offset: a record too large goes there as metadata)."""
+        if not self.emitter.marked:
+            return []
+        where = {eid: (p, o) for p, o, eid in located}
+        found: set[str] = set()
+
+        def all_found() -> bool:
+            dead = read_records(self.settings.kafka_bootstrap, self.topic + ".dlq", timeout=60)
+            for _p, _o, h in dead:
+                origin = (int(h.get("postbox.origin.partition", -1)), int(h.get("postbox.origin.offset", -1)))
+                found.update(i for i in not_applied if h.get("id") == i or where.get(i) == origin)
+            return found >= not_applied
+
+        try:
+            self.wait(all_found, 60, "the marked events that were not applied in the dead-letter topic", interval=1)
+        except AssertionError:
+            pass
+        for kind, ids in sorted(self.emitter.marked.items()):
+            n_dead = len(found & set(ids))
+            self.evidence.append(f"{kind} events: {len(ids)}; dead-lettered {n_dead}, applied {len(set(ids) - not_applied)}")
+        return [f"neither applied nor dead-lettered: event {i} ({by.aggregate_id} seq {by.seq})"
+                for i in sorted(not_applied - found) for by in [self.emitter_by_id(i)]]
+
+    def emitter_by_id(self, eid: str) -> Committed:
+        return next(c for c in self.emitter.committed if c.id == eid)
+
+    def _evidence_checks(self, committed: list[Committed], located: list[tuple[int, int, str]],
+                         consumer: dict[str, int], topic_dupes: int) -> list[str]:
+        """Checks that the scenario happened and that the figures above could see it; adds its evidence."""
+        violations = []
+        batches, seen = consumer.get("batches", 0), consumer.get("records", 0)
+        if not batches:
+            violations.append("no 'batch finished' line in the consumer logs: the duplicate and dead-letter checks saw nothing")
+        if seen < len(committed):
+            violations.append(f"the consumer logs account for {seen} records but {len(committed)} events committed")
+        redelivered = consumer.get("duplicates", 0) - topic_dupes
+        if self.expect_redelivered:
+            self.evidence.append(f"after-ack kills left {self.expect_redelivered} applied records uncommitted; "
+                                 f"{redelivered} redeliveries absorbed by the dedupe marker")
+            if redelivered < self.expect_redelivered:
+                violations.append(f"after-ack kills left {self.expect_redelivered} applied records uncommitted, "
+                                  f"but only {redelivered} redelivered duplicates were absorbed")
+        partitions_used = {p for p, _o, _e in located}
+        if self.partitions > 1:
+            self.evidence.append(f"records on {len(partitions_used)} of {self.partitions} partitions, "
+                                 f"{consumer.get('rebalances', 0)} rebalance log lines over {self.consumers._n} consumer processes")
+        for ids, before, at_kill in self.big_kills:
+            wanted = set(ids)
+            copies = Counter(e for _p, _o, e in located if e in wanted)
+            out_at_kill = len({e for p, o, e in located if e in wanted and before[p] <= o < at_kill[p]})
+            resent = sum(n - 1 for n in copies.values())
+            self.evidence.append(f"Connect SIGKILL during a {len(ids)}-event transaction: {out_at_kill} in the topic at the kill, "
+                                 f"{resent} re-sent by Debezium after the restart")
+            if not (0 < out_at_kill < len(ids) or resent > 0):
+                violations.append(f"the Connect kill missed the big transaction: {out_at_kill} of {len(ids)} out at the kill, none re-sent")
+        return violations
 
     def cleanup_keys(self) -> None:
         try:
             keys = [f"{{{self.aggregate_type}:{a}}}:{p}" for a in self.emitter.ids for p in ("seq", "count", "applied")]
+            keys.append(f"{{{self.aggregate_type}}}:v2:tally")  # tests.apps.counting:audited_v2
             self.redis.delete(*keys)
         except redis.RedisError:
             pass
 
 
-def read_topic(bootstrap: str, topic: str, timeout: float = 120) -> list[str]:
-    """Every record's ``id`` header, from the beginning to the current end of every partition."""
+def read_topic(bootstrap: str, topic: str, timeout: float = 120) -> list[tuple[int, int, str]]:
+    """Every record's (partition, offset, ``id`` header), from the beginning to the current end of every partition."""
+    return [(p, o, h.get("id") or f"<no id at {p}@{o}>") for p, o, h in read_records(bootstrap, topic, timeout)]
+
+
+def read_records(bootstrap: str, topic: str, timeout: float = 120) -> list[tuple[int, int, dict[str, str]]]:
+    """Every record's (partition, offset, headers), from the beginning to the current end of every
+    partition; [] when the topic does not exist."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"faults-read-{uuid.uuid4().hex}",
                          "enable.auto.commit": False, "auto.offset.reset": "earliest"})
     try:
         meta = consumer.list_topics(topic, timeout=15).topics[topic]
+        if meta.error is not None:
+            return []
         ends = {}
         for p in meta.partitions:
             low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=15)
             if high > low:
                 ends[p] = (low, high)
         consumer.assign([TopicPartition(topic, p, low) for p, (low, _h) in ends.items()])
-        out: list[str] = []
+        out: list[tuple[int, int, dict[str, str]]] = []
         position = {p: low for p, (low, _h) in ends.items()}
         deadline = time.monotonic() + timeout
         while any(position[p] < ends[p][1] for p in ends) and time.monotonic() < deadline:
@@ -648,8 +930,8 @@ def read_topic(bootstrap: str, topic: str, timeout: float = 120) -> list[str]:
                 if msg.error():
                     continue
                 position[msg.partition()] = msg.offset() + 1
-                eid = dict(msg.headers() or []).get("id")
-                out.append(eid.decode() if eid else f"<no id at {msg.partition()}@{msg.offset()}>")
+                headers = {k: v.decode("utf-8", "replace") for k, v in msg.headers() or [] if v is not None}
+                out.append((msg.partition(), msg.offset(), headers))
         if any(position[p] < ends[p][1] for p in ends):
             raise AssertionError(f"could not read {topic} to its end within {timeout:.0f} s: {position} vs {ends}")
         return out

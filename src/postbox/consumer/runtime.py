@@ -44,6 +44,7 @@ from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException
 
 from postbox import kafka_config
 from postbox.codec import AvroCodec, EventHeaders
+from postbox.consumer import testhooks
 from postbox.consumer.app import App, Route
 from postbox.consumer.backoff import Backoff
 from postbox.consumer.blocks import Blocks
@@ -194,6 +195,7 @@ class ConsumerRuntime:
                 messages = self.consumer.consume(cfg.batch_size, self._poll_timeout())
                 if messages:
                     self._process(messages)
+                    testhooks.hold_before_commit()  # inert outside the fault suite
                 self._commit()
                 self._update_lag()
         except (EffectEngineError, ConfigError) as exc:  # e.g. an ACL refusal, Redis credentials revoked
