@@ -88,8 +88,8 @@ class Emitter(threading.Thread):
         self.paused = threading.Event()
         self.error: BaseException | None = None
         self._big: list[tuple[int, threading.Event]] = []
-        #: Special transactions asked for: (aggregate, events, customer_id of the first, done).
-        self._special: list[tuple[str, int, str, threading.Event]] = []
+        #: Special transactions asked for: (aggregate, events, customer_id of the first by its seq, done).
+        self._special: list[tuple[str, int, Callable[[int], str], threading.Event]] = []
         #: Event ids by the customer_id prefix that marked them ("poison", "flaky"; tests.apps.counting).
         self.marked: dict[str, list[str]] = defaultdict(list)
         self._cursor = 0
@@ -124,10 +124,10 @@ class Emitter(threading.Thread):
             self._big.append((n, done))
         return done
 
-    def special(self, aggregate: str, events: int, customer_id: str) -> threading.Event:
+    def special(self, aggregate: str, events: int, customer_id: Callable[[int], str]) -> threading.Event:
         """Ask for one transaction of ``events`` events of ``aggregate`` whose first carries
-        ``customer_id`` (its prefix up to ':' marks the event, see :attr:`marked`); the event is
-        set once committed. Runs even while paused."""
+        ``customer_id(its seq)`` (its prefix up to ':' marks the event, see :attr:`marked`); the
+        event is set once committed. Runs even while paused."""
         done = threading.Event()
         with self.lock:
             self._special.append((aggregate, events, customer_id, done))
@@ -153,9 +153,11 @@ class Emitter(threading.Thread):
                     special = self._special.pop(0) if self._special else None
                     big = None if special or not self._big else self._big.pop(0)
                 if special is not None:
-                    agg, n, customer, done = special
+                    agg, n, customer_of, done = special
                     first = self.count()
-                    self._transaction([(agg, self._next(agg)) for _ in range(n)], first_customer=customer)
+                    plan = [(agg, self._next(agg)) for _ in range(n)]
+                    customer = customer_of(plan[0][1])
+                    self._transaction(plan, first_customer=customer)
                     with self.lock:
                         self.marked[customer.split(":", 1)[0]].append(self.committed[first].id)
                     done.set()
@@ -368,6 +370,8 @@ class Verdict:
     violations: list[str] = field(default_factory=list)
     #: What shows the scenario really happened (each kill's point, redeliveries, rebalances, ...).
     evidence: list[str] = field(default_factory=list)
+    #: Events marked to fail (poison, flaky) that were dead-lettered instead of applied.
+    dead_lettered: int = 0
 
     @property
     def duplicates_absorbed(self) -> int:
@@ -406,7 +410,8 @@ class Verdict:
             f"== fault scenario {self.scenario}: {'PASS' if not self.violations else 'FAIL'} ({f['seconds']} s)",
             f"   events committed {f['events_committed']:,} (transactions {self.emitter.get('transactions', 0):,}; "
             f"commit failures {f['commit_failures']}: {f['commits_resolved_committed']} had committed, {f['transactions_retried']} retried)",
-            f"   events applied   {f['events_applied']:,} (each exactly once: {'yes' if not self.violations else 'NO'})",
+            f"   events applied   {f['events_applied']:,} (each exactly once: {'yes' if not self.violations else 'NO'})"
+            + (f"; {self.dead_lettered} marked to fail and dead-lettered" if self.dead_lettered else ""),
             f"   topic records    {f['topic_records']:,} ({f['topic_duplicates']} re-sent by Debezium/Kafka)",
             f"   consumed records {f['records_consumed']:,} in {self.consumer.get('batches', 0):,} batches; "
             f"duplicates absorbed by the dedupe marker {f['duplicates_absorbed']:,} "
@@ -475,6 +480,7 @@ class FaultRun:
         #: Per big-transaction Connect kill: the transaction's ids and each partition's end before it and at the kill.
         self.big_kills: list[tuple[list[str], dict[int, int], dict[int, int]]] = []
         self._watermarks: Consumer | None = None
+        self._admin_client: AdminClient | None = None
 
     # lifecycle ----------------------------------------------------------------------------------------
     def start(self) -> "FaultRun":
@@ -714,32 +720,40 @@ class FaultRun:
         attempt in a process) of ``aggregate``, followed in the same transaction by ``followers``
         ordinary events of the same aggregate (so they share its batch); ``payload_bytes``: pad its
         Avro payload to exactly that size."""
-        customer = f"{kind}:"
-        if payload_bytes is not None:
-            schema = self.codec.schema_for(self.aggregate_type, "OrderPlaced", None)
-            for _ in range(4):  # the length prefix grows with the string: converge in a few steps
-                size = len(self.codec.encode_with(schema, _payload(aggregate, 10**9, customer)))
-                customer += "x" * (payload_bytes - size)
-            assert len(self.codec.encode_with(schema, _payload(aggregate, 10**9, customer))) == payload_bytes
-        done = self.emitter.special(aggregate, 1 + followers, customer)
+        schema = self.codec.schema_for(self.aggregate_type, "OrderPlaced", None)
+
+        def customer_of(seq: int) -> str:
+            if payload_bytes is None:
+                return f"{kind}:"
+            pad = 0
+            for _ in range(6):  # the string's length prefix grows with it: converge in a few steps
+                pad += payload_bytes - len(self.codec.encode_with(schema, _payload(aggregate, seq, f"{kind}:" + "x" * pad)))
+            assert len(self.codec.encode_with(schema, _payload(aggregate, seq, f"{kind}:" + "x" * pad))) == payload_bytes
+            return f"{kind}:" + "x" * pad
+
+        done = self.emitter.special(aggregate, 1 + followers, customer_of)
         if not done.wait(120):
             raise AssertionError(f"the {kind} transaction did not commit within 120 s")
         size = f" ({payload_bytes:,}-byte payload)" if payload_bytes else ""
         self.log(f"   [{self.scenario}] committed a {kind} event{size} of {aggregate} + {followers} followers")
 
     def _admin(self) -> AdminClient:
-        return AdminClient({"bootstrap.servers": self.settings.kafka_bootstrap})
+        if self._admin_client is None:  # kept: a dropped client cancels its pending requests
+            self._admin_client = AdminClient({"bootstrap.servers": self.settings.kafka_bootstrap})
+        return self._admin_client
 
     def block_dead_letters(self) -> None:
-        """Create the dead-letter topic so that no produce to it is acknowledged (acks=all and
-        min.insync.replicas 2 over its single replica: NOT_ENOUGH_REPLICAS) until unblocked."""
+        """Create the dead-letter topic so that the broker refuses every produce to it, until
+        unblocked: its ``max.message.bytes`` is below even a reference-only dead letter. (A
+        ``min.insync.replicas`` above the replica count does not do it: this Kafka accepts
+        acks=all on a single replica anyway.)"""
         name = self.topic + ".dlq"
-        topic = NewTopic(name, num_partitions=self.partitions, replication_factor=1, config={"min.insync.replicas": "2"})
+        topic = NewTopic(name, num_partitions=self.partitions, replication_factor=1, config={"max.message.bytes": "64"})
         self._admin().create_topics([topic])[name].result(timeout=30)
 
     def unblock_dead_letters(self) -> None:
         resource = ConfigResource(ResourceType.TOPIC, self.topic + ".dlq", incremental_configs=[
-            ConfigEntry("min.insync.replicas", "1", incremental_operation=AlterConfigOpType.SET)])
+            ConfigEntry("max.message.bytes", str(1_048_588 + 65_536), incremental_operation=AlterConfigOpType.SET)])
         for future in self._admin().incremental_alter_configs([resource]).values():
             future.result(timeout=30)
 
@@ -831,7 +845,7 @@ class FaultRun:
                      "retried_transactions": self.emitter.retried_transactions,
                      "big_batches": len(self.emitter.big_batches)},
             kills=list(self.kills), seconds=time.monotonic() - self.started, violations=violations,
-            evidence=list(self.evidence),
+            evidence=list(self.evidence), dead_lettered=len(not_applied),
         )
 
     def _dead_letter_checks(self, not_applied: set[str], located: list[tuple[int, int, str]]) -> list[str]:
@@ -841,12 +855,16 @@ class FaultRun:
             return []
         where = {eid: (p, o) for p, o, eid in located}
         found: set[str] = set()
+        reference_only: set[str] = set()
 
         def all_found() -> bool:
             dead = read_records(self.settings.kafka_bootstrap, self.topic + ".dlq", timeout=60)
             for _p, _o, h in dead:
                 origin = (int(h.get("postbox.origin.partition", -1)), int(h.get("postbox.origin.offset", -1)))
-                found.update(i for i in not_applied if h.get("id") == i or where.get(i) == origin)
+                ids = {i for i in not_applied if h.get("id") == i or where.get(i) == origin}
+                found.update(ids)
+                if h.get("postbox.reference-only") == "true":
+                    reference_only.update(ids)
             return found >= not_applied
 
         try:
@@ -855,7 +873,9 @@ class FaultRun:
             pass
         for kind, ids in sorted(self.emitter.marked.items()):
             n_dead = len(found & set(ids))
-            self.evidence.append(f"{kind} events: {len(ids)}; dead-lettered {n_dead}, applied {len(set(ids) - not_applied)}")
+            n_ref = len(reference_only & set(ids))
+            self.evidence.append(f"{kind} events: {len(ids)}; dead-lettered {n_dead}" + (f" ({n_ref} reference-only)" if n_ref else "")
+                                 + f", applied {len(set(ids) - not_applied)}")
         return [f"neither applied nor dead-lettered: event {i} ({by.aggregate_id} seq {by.seq})"
                 for i in sorted(not_applied - found) for by in [self.emitter_by_id(i)]]
 
