@@ -53,6 +53,8 @@ def test_a_setting_naming_a_missing_folder_is_a_configuration_error(tmp_path):
         lua_functions_dir(environ={"POSTBOX_LUA_DIR": str(tmp_path / "nope")})
     with pytest.raises(ConfigError, match="schemas_dir="):
         Outbox(schemas_dir=tmp_path / "nope")
+    with pytest.raises(ValueError, match="not both"):
+        Outbox(schemas_dir=_schemas(tmp_path), codec=object())  # type: ignore[arg-type]
 
 
 def test_lua_functions_default_to_consumers_lua_of_the_working_directory_only(tmp_path, monkeypatch):

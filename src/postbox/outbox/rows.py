@@ -86,10 +86,12 @@ class RowFactory:
     ) -> None:
         if encoding not in ("avro", "json"):
             raise ValueError(f"encoding must be 'avro' or 'json', not {encoding!r}")
+        if codec is not None and schemas_dir is not None:
+            raise ValueError("pass codec= (a loaded repository) or schemas_dir= (a folder), not both")
         self.encoding = encoding
         self._codec = codec
         # A folder that does not exist is a configuration error now, not at the first emit.
-        self._schemas_dir = resolve_schemas_dir(schemas_dir) if schemas_dir is not None and codec is None else None
+        self._schemas_dir = resolve_schemas_dir(schemas_dir) if schemas_dir is not None else None
         self._json = JsonCodec()
 
     @property
