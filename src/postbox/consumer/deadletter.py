@@ -162,16 +162,15 @@ class DeadLetters:
                 raise
 
     def _max_message_bytes(self, topic: str) -> int:
-        """The topic's ``max.message.bytes`` (its own or the broker's default)."""
+        """The topic's ``max.message.bytes``, or the broker's default when it cannot be read (an
+        ACL without DescribeConfigs, a timeout): a dead letter never waits on this lookup — one the
+        broker refuses as too large is sent again reference-only anyway."""
         resource = ConfigResource(ResourceType.TOPIC, topic)
         try:
             entries = self.admin.describe_configs([resource])[resource].result(timeout=10)
             return int(entries["max.message.bytes"].value)
-        except KafkaException as exc:
-            if exc.args and isinstance(exc.args[0], KafkaError) and exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-                return BROKER_DEFAULT_MAX_MESSAGE_BYTES
-            raise
-        except (KeyError, ValueError, TypeError):
+        except Exception as exc:  # noqa: BLE001 - KafkaException, timeouts, a missing entry
+            log.warning("cannot read max.message.bytes of %s (%s); assuming the broker default %d", topic, exc, BROKER_DEFAULT_MAX_MESSAGE_BYTES)
             return BROKER_DEFAULT_MAX_MESSAGE_BYTES
 
     # -- records -------------------------------------------------------------------------------
