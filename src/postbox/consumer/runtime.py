@@ -4,10 +4,11 @@ One thread, one ``confluent_kafka.Consumer`` (cooperative-sticky, manual offsets
 
 1. ``consume(batch_size)``; records of partitions that are revoked or waiting out a backoff are
    dropped (they will be fetched again from the first unapplied offset).
-2. Each record is decoded (schema codec), turned into an :class:`~postbox.events.Event` and
-   routed; its handler fills a fresh :class:`~postbox.effects.Effects`. Async handlers of one batch
-   run concurrently on one event loop. A raising handler is retried in place
-   (``handler_retries``), each attempt with a fresh ``Effects``.
+2. Each record is decoded and routed (:mod:`postbox.consumer.decoding`: an event or the record's
+   own failure, never an exception); its handler fills a fresh :class:`~postbox.effects.Effects`.
+   Async handlers of one batch run concurrently on one event loop. A handler's exception is
+   classified by :mod:`postbox.consumer.handler_errors`: retried in place (``handler_retries``,
+   each attempt with a fresh ``Effects``), transient, or permanent.
 3. Failures known before the apply (decode, unknown type, handler) go to the failure stream and
    ``<topic>.dlq`` (acknowledged); a partition whose dead letter is not acknowledged is blocked
    at that record, and nothing after it is applied (order per aggregate).
@@ -16,10 +17,11 @@ One thread, one ``confluent_kafka.Consumer`` (cooperative-sticky, manual offsets
 5. Effect failures are dead-lettered the same way; one whose dead letter is not acknowledged keeps
    its verdict (``PartitionState.owed``): the retry only writes the dead letter.
 6. Per partition, the offset after the last finished record is committed (asynchronously; the
-   revoke callback and shutdown commit synchronously).
+   revoke callback and shutdown commit synchronously whatever the broker has not confirmed, see
+   :mod:`postbox.consumer.partition_state`).
 
 Transient failures (Redis refused or unreachable, durability not confirmed, DLQ produce not
-acknowledged, a handler raising a Redis connection error) stop the affected partitions at their
+acknowledged, a handler's dependency down) stop the affected partitions at their
 first unfinished record: nothing at or after it is committed, the partition is paused and, after
 an exponential backoff with jitter, resumed and sought back to that record. Other partitions keep
 flowing. Re-applying is safe: events whose effects already landed come back as duplicates.
