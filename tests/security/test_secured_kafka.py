@@ -21,6 +21,7 @@ from postbox.outbox import uuid7
 from tests.integration.incident_support import run_cli
 from tests.support.consumers import ConsumerProcess, committed, create_topic, json_event, produce, read_all, wait_for
 from tests.support.secured_kafka import MECHANISM, USER, SecuredKafka
+from tests.support.tls import make_certificates
 
 pytestmark = pytest.mark.integration
 
@@ -109,3 +110,15 @@ def test_wrong_password_is_a_configuration_error_naming_listener_and_mechanism(
                  f"sasl.mechanism={MECHANISM}", f"user {USER}"):  # fmt: skip
         assert part in error[0]
     assert WRONG not in done.stdout + done.stderr
+
+
+def test_a_certificate_from_another_ca_is_refused_as_a_configuration_error(
+    secured: SecuredKafka, client_env: dict[str, str], tmp_path: Path
+) -> None:
+    """TLS is verified, not merely on: a client trusting another CA fails the handshake, and says so."""
+    other_ca = make_certificates(tmp_path / "other-ca").ca
+    done = run_cli("lag", "-X", f"ssl.ca.location={other_ca}", env=client_env, timeout=60)
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    error = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(error) == 1 and f"Kafka at {secured.bootstrap} refused postbox's login" in error[0], done.stderr[-3000:]
+    assert "certificate verify failed" in error[0] or "SSL handshake failed" in error[0]
