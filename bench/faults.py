@@ -6,8 +6,9 @@ Against the running stack (`postbox up`; it kills and restarts that stack's proc
 point it at a stack other people use). Emits N events through the writer (Avro ``OrderPlaced``,
 50 aggregates, 6 events per transaction, at most R events/s), runs one `postbox consume` process
 of ``tests.apps.counting:audited``, and every MIN..MAX seconds kills one of: the consumer
-(SIGKILL), Kafka Connect (SIGKILL), the Kafka broker (SIGKILL), Redis (SIGKILL right after an
-acknowledged apply, AOF restart) or PostgreSQL (immediate stop), restarting it at once. Then it
+(SIGKILL, alternately while a handler runs and between an acknowledged apply and its commit),
+Kafka Connect (SIGKILL), the Kafka broker (SIGKILL), Redis (SIGKILL right after an acknowledged
+apply, AOF restart) or PostgreSQL (immediate stop), restarting it at once. Then it
 drains and checks: every committed event applied exactly once, none lost, order per aggregate.
 
 Prints the kills with their recovery times (kill → the first event committed after it applied),

@@ -41,6 +41,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 
 from postbox.codec import AvroCodec
+from postbox.errors import ConnectError, StackError
 from postbox.outbox import Event, Outbox
 from postbox.schemas import SchemaRepository
 from postbox.settings import Settings
@@ -481,6 +482,7 @@ class FaultRun:
         self.big_kills: list[tuple[list[str], dict[int, int], dict[int, int]]] = []
         self._watermarks: Consumer | None = None
         self._admin_client: AdminClient | None = None
+        self._consumer_kills = 0
 
     # lifecycle ----------------------------------------------------------------------------------------
     def start(self) -> "FaultRun":
@@ -502,9 +504,18 @@ class FaultRun:
         self.cleanup_keys()
         self.redis.close()
 
-    def ensure_stack(self) -> None:
-        """Every component up and the connector RUNNING (what the next test expects)."""
-        self.stack.up(lambda _m: None)
+    def ensure_stack(self, attempts: int = 3) -> None:
+        """Every component up and the connector RUNNING (what the next test expects). Right after
+        a broker restart Connect's REST API can time out while its workers rejoin: ask again."""
+        for attempt in range(1, attempts + 1):
+            try:
+                self.stack.up(lambda _m: None)
+                return
+            except (ConnectError, StackError) as exc:
+                if attempt == attempts:
+                    raise
+                self.log(f"   [{self.scenario}] stack not up yet ({exc}); asking again")
+                time.sleep(5)
 
     # observations -------------------------------------------------------------------------------------
     def _client(self) -> redis.Redis:
@@ -765,7 +776,11 @@ class FaultRun:
     KILLS = ("consumer", "connect", "kafka", "redis", "postgres")
 
     def kill(self, component: str) -> Kill:
-        return {"consumer": self.kill_consumer, "connect": self.kill_connect, "kafka": self.kill_kafka,
+        """Kill ``component`` (consumers alternately mid-batch and after the ack)."""
+        if component == "consumer":
+            self._consumer_kills += 1
+            return self.kill_consumer("mid-batch" if self._consumer_kills % 2 else "after-ack")
+        return {"connect": self.kill_connect, "kafka": self.kill_kafka,
                 "redis": self.kill_redis, "postgres": self.stop_postgres}[component]()
 
     # verdict -------------------------------------------------------------------------------------------------
