@@ -37,3 +37,26 @@ def test_a_registry_key_of_another_type_is_a_configuration_error(redis_client, u
             EffectsEngine(redis_client, "g", functions_dir=None, namespace=namespace).load()
     finally:
         redis_client.delete(groups.registry_key(namespace))
+
+
+def test_a_full_redis_delays_the_registry_entry_not_the_start() -> None:
+    """The entry is advisory: under maxmemory + noeviction load() still succeeds (the consumer
+    starts and retries its applies as OOM), and the entry is written after the first apply."""
+    from postbox.effects import Effects, EventRef
+    from tests.support.redis_servers import RedisServer
+
+    server = RedisServer().start()
+    client = server.client()
+    try:
+        engine = EffectsEngine(client, "billing", functions_dir=None)
+        engine.load(publish=False)
+        client.config_set("maxmemory-policy", "noeviction")
+        client.config_set("maxmemory", str(int(client.info("memory")["used_memory"]) - 64 * 1024))
+        engine.load()  # no exception: the entry is pending
+        assert groups.read(client) == {}
+        client.config_set("maxmemory", "0")
+        assert engine.apply_one(EventRef("e1", "order:1"), Effects().incrby("{order:1}:n", 1)).applied
+        assert groups.read(client)["billing"].marker_ttl == timedelta(days=8)
+    finally:
+        client.close()
+        server.stop()

@@ -215,6 +215,8 @@ class EffectsEngine:
         self.strict_slots = self.cluster if strict_slots is None else strict_slots
         self.legacy_markers = legacy_markers
         self.namespace = namespace
+        #: The group registry entry is still to be written (a transient refusal at load).
+        self._registry_pending = False
         self.batch_size = batch_size
         self.marker_ttl_ms = round(marker_ttl / timedelta(milliseconds=1))
         self.failures_maxlen = failures_maxlen
@@ -261,6 +263,8 @@ class EffectsEngine:
                 for call in batch:
                     for event, reply in zip(call.events, call.reply):
                         results[event.index] = self._result(event, reply)
+        if self._registry_pending:
+            self._publish_group()  # Redis took this batch: it takes the registry entry too
         return results  # type: ignore[return-value]
 
     def apply_one(self, ref: EventRef, effects: Effects) -> ApplyResult:
@@ -281,26 +285,44 @@ class EffectsEngine:
             self._durability = (now, verdict)
         return self._durability[1]
 
-    def load(self) -> str:
-        """SCRIPT LOAD the apply script (on every primary of a cluster), publish the group's marker
-        TTL in the group registry (``postbox doctor`` checks it against how long Kafka can
-        redeliver, see :mod:`postbox.effects.groups`); return the script's SHA1."""
+    def load(self, *, publish: bool = True) -> str:
+        """SCRIPT LOAD the apply script (on every primary of a cluster) and, with ``publish`` (a
+        consumer starting; not a health check that only loads), publish the group's marker TTL in
+        the group registry (``postbox doctor`` checks it against how long Kafka can redeliver, see
+        :mod:`postbox.effects.groups`); return the script's SHA1."""
         for client in self._all_clients():
             self._load(client)
-        self._publish_group()
+        if publish:
+            self._registry_pending = True
+            self._publish_group()
         return self.script.sha
 
     def _publish_group(self) -> None:
+        """Write the group's registry entry. It is advisory (doctor reads it; applying does not
+        need it): a transient refusal (OOM, BUSY, ...) leaves it pending, retried after the next
+        apply Redis took; a refusal that will not pass (ACL, a key of another type) is an
+        :class:`EffectConfigError`."""
         try:
             groups.publish(self.client, self.group, timedelta(milliseconds=self.marker_ttl_ms), namespace=self.namespace)
+        except (MovedError, AskError) as exc:
+            if self.cluster:
+                raise self._classify(exc) from exc
+            # A plain client on a node of a cluster: the caller's cluster check names the fix
+            # (postbox.redis_client.check_not_cluster_node); nothing can be published that way.
+            log.debug("group registry not published: %s", exc)
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             raise self._classify(exc) from exc
         except ResponseError as exc:
-            raise EffectConfigError(
-                f"cannot publish group {self.group!r} in the group registry {groups.registry_key(self.namespace)!r}: {exc}",
-                fix="the consumer's Redis user needs HSET on that key (it is under the namespace's "
-                "'<namespace>:*' key pattern, POSTBOX_REDIS_KEY_PATTERNS), and the key must be a hash",
-            ) from exc
+            refused = self._classify(exc)
+            if not isinstance(refused, TransientEffectError):
+                raise EffectConfigError(
+                    f"cannot publish group {self.group!r} in the group registry {groups.registry_key(self.namespace)!r}: {exc}",
+                    fix="the consumer's Redis user needs HSET on that key (it is under the namespace's "
+                    "'<namespace>:*' key pattern, POSTBOX_REDIS_KEY_PATTERNS), and the key must be a hash",
+                ) from exc
+            log.warning("group registry not published yet (%s); retried after the next apply", refused)
+            return
+        self._registry_pending = False
 
     def marker_key(self, ref: EventRef) -> bytes:
         """The dedupe marker key of the event (for inspection and tests): group and event only."""

@@ -197,7 +197,7 @@ def _redis(settings: Settings) -> list[Check]:
 
         def load() -> Check:
             engine = EffectsEngine(client, group="postbox-doctor")
-            sha = engine.load()
+            sha = engine.load(publish=False)  # a check, not a consumer: no group registry entry
             return Check("scripts loadable", "ok", f"apply_effects.lua + {len(engine.script.functions)} effect function(s): sha {sha[:12]}")
 
         out += _guard("scripts loadable", load)
