@@ -82,6 +82,9 @@ class LocalStack:
             # The consumer's ACL user may not read CONFIG: a consumer run outside this checkout
             # learns the server's fsync policy from here (postbox.effects.durability).
             "POSTBOX_REDIS_APPENDFSYNC": self.redis.appendfsync(),
+            # The superuser (private socket, this machine only), for `postbox db init` and the
+            # application's own DDL: the app role may only insert (docker compose prints its own).
+            "POSTBOX_ADMIN_DATABASE_URL": self.postgres.admin_url(),
         }
 
     def cdc_env(self) -> dict[str, str]:
