@@ -137,6 +137,11 @@ def check_not_cluster_node(client: "redis.Redis | redis.RedisCluster", url: str)
         enabled = int(client.info("cluster").get("cluster_enabled", 0))
     except redis.ResponseError:  # INFO refused (ACL) or not understood: nothing to say
         return
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        refused = login_error(exc, url)
+        if refused is not None:
+            raise refused from None
+        return  # Redis is away: the caller's own call says so (and is retried)
     if enabled:
         shown = redact_url(url)
         scheme, _, rest = shown.partition("://")

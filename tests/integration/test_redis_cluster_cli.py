@@ -12,6 +12,7 @@ import pytest
 from tests.integration.conftest_effects import redis_cluster  # noqa: F401 - fixture
 from tests.integration.incident_support import run_cli
 from tests.support.consumers import ConsumerProcess, committed, create_topic, json_event, produce, wait_for
+from tests.support.kafka import drop_topics
 
 pytestmark = pytest.mark.integration
 
@@ -48,6 +49,7 @@ def test_consume_and_incident_commands_on_a_cluster(redis_cluster, settings, uni
     doctor = run_cli("doctor", "--json", env={"POSTBOX_REDIS_URL": url})
     checks = {c["check"]: c for c in json.loads(doctor.stdout)["checks"]}
     assert checks["redis reachable"]["status"] == "ok" and checks["scripts loadable"]["status"] == "ok", checks
+    drop_topics(settings.kafka_bootstrap, topic)
 
 
 def test_plain_url_of_a_cluster_node_says_how_to_configure_a_cluster(redis_cluster) -> None:  # noqa: F811

@@ -12,6 +12,7 @@ from confluent_kafka.admin import AdminClient
 
 from tests.integration.incident_support import cli_json, insert
 from tests.support.consumers import wait_for
+from tests.support.kafka import drop_topics
 
 pytestmark = pytest.mark.integration
 
@@ -48,4 +49,5 @@ def test_new_topics_get_their_aggregates_partitions(settings, pg_conn, unique: s
         assert _partitions(settings.kafka_bootstrap, f"outbox.event.{plain}") == 3
     finally:
         restored = cli_json("connector", "apply", "--yes", "--wait", "60")  # back to the packaged template
+        drop_topics(settings.kafka_bootstrap, f"outbox.event.{wide}", f"outbox.event.{plain}")
         assert "topic.creation.groups" in restored["changed"]

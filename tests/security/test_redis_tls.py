@@ -19,6 +19,7 @@ import redis
 
 from tests.integration.incident_support import run_cli
 from tests.support.consumers import ConsumerProcess, committed, create_topic, json_event, produce, wait_for
+from tests.support.kafka import drop_topics
 from tests.support.redis_servers import RedisServer, free_port
 from tests.support.tls import Certificates, make_certificates
 
@@ -66,6 +67,7 @@ def test_consumer_applies_through_tls_as_an_acl_user(tls_redis, certs, settings,
         assert consumer.terminate() == 0, consumer.output()
     finally:
         consumer.close()
+        drop_topics(settings.kafka_bootstrap, topic)
     plain = server.client()  # the plain port, as the default user: the test's own look
     assert [int(x) for x in plain.lrange(f"{{{agg}:a0}}:seq", 0, -1)] == [0, 2]
     assert [int(x) for x in plain.lrange(f"{{{agg}:a1}}:seq", 0, -1)] == [1, 3]
@@ -79,7 +81,7 @@ def test_consumer_applies_through_tls_as_an_acl_user(tls_redis, certs, settings,
 
 @pytest.mark.parametrize(
     ("kind", "expected"),
-    [("password", "Redis refused the login"), ("ca", "the TLS handshake failed")],
+    [("password", "refused the login"), ("ca", "the TLS handshake failed")],
 )
 def test_wrong_credentials_or_ca_stop_the_consumer_at_start(tls_redis, certs, kind: str, expected: str) -> None:
     _server, tls_port = tls_redis
@@ -124,9 +126,10 @@ def test_credentials_revoked_under_a_running_consumer_stop_it_with_exit_3(tls_re
         produce(settings.kafka_bootstrap, topic, [json_event(agg, "a", "Counted", i) for i in range(2, 4)])
         wait_for(lambda: not consumer.alive(), 60, "the consumer to stop")
         assert consumer.process.returncode == 3, consumer.output()
+        assert committed(settings.kafka_bootstrap, group, topic, 1)[0] == 2
     finally:
         consumer.close()
-    assert committed(settings.kafka_bootstrap, group, topic, 1)[0] == 2
+        drop_topics(settings.kafka_bootstrap, topic)
     assert "refused the login" in consumer.log_path.read_text()
     assert [int(x) for x in plain.lrange(f"{{{agg}:a}}:seq", 0, -1)] == [0, 1]
     plain.execute_command("ACL", "DELUSER", user)

@@ -83,3 +83,18 @@ def read_until(
 def read_for(bootstrap: str, topic: str, seconds: float) -> list[Record]:
     """Everything on `topic` that arrives within `seconds` (to show that nothing more comes)."""
     return read_until(bootstrap, topic, lambda _records: False, timeout=seconds)
+
+
+def drop_topics(bootstrap: str, *topics: str) -> None:
+    """Delete topics a test made (and their .dlq), so no later check sees them; best effort."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    names = [t for topic in topics for t in (topic, f"{topic}.dlq")]
+    existing = set(admin.list_topics(timeout=10).topics)
+    futures = admin.delete_topics([t for t in names if t in existing], operation_timeout=10) if existing & set(names) else {}
+    for future in futures.values():
+        try:
+            future.result(timeout=15)
+        except Exception:  # noqa: BLE001 - already gone, or the broker is slow: not the test's verdict
+            pass

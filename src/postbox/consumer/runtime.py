@@ -262,6 +262,8 @@ class ConsumerRuntime:
         attempt = 0
         while True:
             try:
+                # first: a Cluster node named as a single server would fail every write with MOVED
+                check_not_cluster_node(self.redis, self.config.redis_url)
                 self.engine.load()
                 durability = self.engine.durability(refresh=True)
                 break
@@ -271,7 +273,6 @@ class ConsumerRuntime:
                 log_event(log, logging.WARNING, "waiting for Redis", error=str(exc), attempt=attempt, retry_in_s=round(delay, 2))
                 if self._stop.wait(delay):
                     raise Stopped() from None
-        check_not_cluster_node(self.redis, self.config.redis_url)
         if not durability.durable:
             if self.config.require_durable:
                 raise ConfigError(
