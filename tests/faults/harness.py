@@ -342,6 +342,7 @@ class ConsumerGroup:
                 totals["batches"] += 1
             text = path.read_text(errors="replace")
             totals["transient_pauses"] += text.count('"transient failure: partition paused')
+            totals["kafka_errors"] += text.count('"Kafka client error')
             totals["rebalances"] += sum(text.count(f'"partitions {kind}"') for kind in ("assigned", "revoked", "lost"))
         return dict(totals)
 
@@ -663,12 +664,15 @@ class FaultRun:
         return kill
 
     def kill_connect(self, note: str = "SIGKILL") -> Kill:
+        before = self._signals()
         at = time.monotonic()
         assert self.stack.connect.kill(), "Connect was not running"
         self._wait_ports_free(self.stack.ports.connect)
         t0 = time.monotonic()
         self.ensure_stack()
-        return self._record("connect", note, at, time.monotonic() - t0)
+        kill = self._record("connect", note, at, time.monotonic() - t0)
+        self._noticed("connect", before)
+        return kill
 
     def kill_connect_during_big_batch(self, size: int) -> Kill:
         """One transaction of ``size`` events (emit_many); SIGKILL Connect while it streams them.
@@ -699,31 +703,58 @@ class FaultRun:
         self.ensure_stack()
         return self._record("connect", note, at, time.monotonic() - t0)
 
+    def _signals(self) -> dict[str, int]:
+        """What the consumers and the writer noticed so far (compared across a kill: the evidence it hit)."""
+        totals = self.consumers.batch_totals()
+        return {"pauses": totals.get("transient_pauses", 0), "kafka_errors": totals.get("kafka_errors", 0),
+                "commit_failures": self.emitter.commit_failures, "resolved": self.emitter.resolved_committed,
+                "retried": self.emitter.retried_transactions}
+
+    def _noticed(self, component: str, before: dict[str, int]) -> None:
+        after = self._signals()
+        d = {k: after[k] - before[k] for k in after}
+        text = {
+            "kafka": f"the consumers logged {d['kafka_errors']} Kafka client error(s) while the broker was down",
+            "redis": f"the consumers paused {d['pauses']} time(s) on a transient Redis failure",
+            "postgres": f"{d['commit_failures']} emitting transaction(s) failed: {d['resolved']} had committed, {d['retried']} emitted again",
+            "connect": "events committed while Connect was down were applied after its restart",
+        }[component]
+        self.evidence.append(f"{component} kill: {text}")
+
     def kill_kafka(self, note: str = "SIGKILL + restart") -> Kill:
+        before = self._signals()
         at = time.monotonic()
         assert self.stack.kafka.kill(), "Kafka was not running"
         self._wait_ports_free(self.stack.ports.kafka, self.stack.ports.controller)
         t0 = time.monotonic()
         self.ensure_stack()
-        return self._record("kafka", note, at, time.monotonic() - t0)
+        kill = self._record("kafka", note, at, time.monotonic() - t0)
+        self._noticed("kafka", before)
+        return kill
 
     def kill_redis(self, note: str = "SIGKILL right after an ack, AOF restart") -> Kill:
         base = self.applied_count()
         self.wait(lambda: self.applied_count() > base, 60, "an apply acknowledged", interval=0.005)
+        before = self._signals()
         at = time.monotonic()
         assert self.stack.redis.kill(), "Redis was not running"
         self._wait_ports_free(self.stack.ports.redis)
         t0 = time.monotonic()
         self.stack.redis.start()
-        return self._record("redis", note, at, time.monotonic() - t0)
+        kill = self._record("redis", note, at, time.monotonic() - t0)
+        self._noticed("redis", before)
+        return kill
 
     def stop_postgres(self, note: str = "immediate stop + restart") -> Kill:
+        before = self._signals()
         at = time.monotonic()
         assert self.stack.postgres.stop(mode="immediate"), "PostgreSQL was not running"
         time.sleep(1.0)
         t0 = time.monotonic()
         self.ensure_stack()
-        return self._record("postgres", note, at, time.monotonic() - t0)
+        kill = self._record("postgres", note, at, time.monotonic() - t0)
+        self._noticed("postgres", before)
+        return kill
 
     # events that fail on purpose, and a dead-letter topic that fails ---------------------------------------
     def emit_marked(self, kind: str, aggregate: str, followers: int = 3, payload_bytes: int | None = None) -> None:

@@ -127,7 +127,7 @@ class LocalRedis:
             return False
         except redis.AuthenticationError as exc:
             raise StackError(f"Redis refused the stack's admin password ({exc})", fix="`postbox down && postbox up` to restart it with the current aclfile") from exc
-        except redis.ConnectionError:
+        except (redis.ConnectionError, redis.TimeoutError):  # not listening yet, or too busy to answer in 1 s
             return False
 
     def stop(self) -> bool:
