@@ -13,6 +13,14 @@ Measured side by side in one run (scenarios interleaved, several rounds, medians
   emit_plain  business INSERT + emit as its own round trip (no pipeline)
   batch       emit_many of N events in one transaction
 
+and the pgbench-equivalent references (no postbox code: a hand-made statement, payload bytes and
+ids made in advance), pipelined like ``emit``, so emit_vs_reference separates our cost from the
+database's:
+
+  reference        business INSERT + one hand-made outbox INSERT      (partitioned postbox.outbox)
+  reference_plain  the same into an unpartitioned copy of the outbox  (partitioning's own cost)
+  reference_message business INSERT + pg_logical_emit_message(true, ...)  (no table row at all)
+
 and the off-path cost of each retention: dropping a partition of R rows vs deleting them.
 
 Prints a table, then as its last line one JSON object (emit_tps_ratio = emit / base, ...).
@@ -22,10 +30,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
+import os
 import statistics
 import sys
-import multiprocessing
 import time
+import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -56,6 +66,15 @@ PAYLOAD = {
     "coupon": None,
 }
 BUSINESS_SQL = "INSERT INTO bench_orders (customer_id, total_cents) VALUES (%s, %s)"
+UNPARTITIONED = "bench_outbox_unpartitioned"
+REFERENCE_SQL = {
+    "reference": "INSERT INTO postbox.outbox (id, aggregate_type, aggregate_id, event_type, payload)"
+                 " VALUES (%s, 'order', %s, 'OrderPlaced', %s)",
+    "reference_plain": f"INSERT INTO {UNPARTITIONED} (id, aggregate_type, aggregate_id, event_type, payload)"
+                       " VALUES (%s, 'order', %s, 'OrderPlaced', %s)",
+    # A transactional logical decoding message: in the WAL with the commit, no row, no index.
+    "reference_message": "SELECT pg_logical_emit_message(true, 'postbox.outbox', %s::bytea)",
+}
 
 
 def admin_url() -> str:
@@ -69,8 +88,7 @@ def setup(admin: str, app_url: str) -> str:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(BENCH_DB)))
     bench_admin = make_conninfo(admin, dbname=BENCH_DB)
     # Grants for delete-in-transaction (a superset of what partitions need) so both can run.
-    init_database(bench_admin, app_password=None, cdc_password=None, retention="delete",
-                  sql_dir=ROOT / "schemas" / "sql")
+    init_database(bench_admin, app_password=None, cdc_password=None, retention="delete")
     with psycopg.connect(bench_admin, autocommit=True) as conn:
         conn.execute("DROP TABLE IF EXISTS bench_orders")
         conn.execute(
@@ -78,14 +96,37 @@ def setup(admin: str, app_url: str) -> str:
             " customer_id text NOT NULL, total_cents bigint NOT NULL, created_at timestamptz NOT NULL DEFAULT now())"
         )
         conn.execute("GRANT INSERT ON bench_orders TO postbox_app")
+        # The same table, constraints and primary key, without partitions (the reference_plain row).
+        conn.execute(f"DROP TABLE IF EXISTS {UNPARTITIONED}")
+        conn.execute(f"CREATE TABLE {UNPARTITIONED} (LIKE postbox.outbox INCLUDING ALL)")
+        conn.execute(f"GRANT INSERT ON {UNPARTITIONED} TO postbox_app")
         conn.execute("TRUNCATE postbox.outbox")
         conn.execute("SET ROLE postbox_owner")
         conn.execute("SELECT postbox.outbox_ensure_partitions('1 day', '2 days')")
     return make_conninfo(app_url, dbname=BENCH_DB)
 
 
-def one_tx(kind: str, conn: psycopg.Connection, outbox: Outbox, outbox_delete: Outbox, i: int) -> None:
-    if kind in ("base", "emit", "emit_delete"):
+class ReferenceRows:
+    """What a hand-written producer would send: ids counted up from one UUIDv7-shaped start,
+    payload bytes encoded once in advance (the same bytes an emit of PAYLOAD produces)."""
+
+    def __init__(self, payload: bytes) -> None:
+        ms = time.time_ns() // 1_000_000
+        self.first = (ms << 80) | (0x7 << 76) | (0b10 << 62) | (int.from_bytes(os.urandom(6), "big") << 16)
+        self.payload = payload
+
+    def params(self, kind: str, i: int) -> tuple[object, ...]:
+        if kind == "reference_message":
+            return (self.payload,)
+        return (uuid.UUID(int=self.first + i), f"o-{i}", self.payload)
+
+
+def one_tx(kind: str, conn: psycopg.Connection, outbox: Outbox, outbox_delete: Outbox, ref: ReferenceRows, i: int) -> None:
+    if kind in REFERENCE_SQL:
+        with conn.pipeline(), conn.transaction():
+            conn.execute(BUSINESS_SQL, ("c-1", i))
+            conn.execute(REFERENCE_SQL[kind], ref.params(kind, i))
+    elif kind in ("base", "emit", "emit_delete"):
         with conn.pipeline(), conn.transaction():
             conn.execute(BUSINESS_SQL, ("c-1", i))
             if kind == "emit":
@@ -99,7 +140,7 @@ def one_tx(kind: str, conn: psycopg.Connection, outbox: Outbox, outbox_delete: O
                 outbox.emit(conn, "order", f"o-{i}", "OrderPlaced", PAYLOAD)
 
 
-def measure_tps(kind: str, url: str, outboxes: tuple[Outbox, Outbox], clients: int, seconds: float) -> float:
+def measure_tps(kind: str, url: str, outboxes: tuple[Outbox, Outbox], payload: bytes, clients: int, seconds: float) -> float:
     """Committed transactions per second over ``clients`` client *processes* (like pgbench's
     clients: threads would share one GIL and measure Python's lock instead of the database)."""
     ctx = multiprocessing.get_context("fork")
@@ -108,15 +149,16 @@ def measure_tps(kind: str, url: str, outboxes: tuple[Outbox, Outbox], clients: i
 
     def work() -> None:
         try:
+            ref = ReferenceRows(payload)
             with psycopg.connect(url) as conn:
-                for _ in range(20):  # warm up: prepared statements, caches
-                    one_tx(kind, conn, *outboxes, 0)
+                for w in range(20):  # warm up: prepared statements, caches
+                    one_tx(kind, conn, *outboxes, ref, -1 - w)
                 while time.monotonic() < start_at:
                     time.sleep(0.001)
                 stop = start_at + seconds
                 n = 0
                 while time.monotonic() < stop:
-                    one_tx(kind, conn, *outboxes, n)
+                    one_tx(kind, conn, *outboxes, ref, n)
                     n += 1
                 results.put(("ok", n))
         except BaseException as exc:  # noqa: BLE001 - reported by the parent
@@ -184,12 +226,13 @@ def main() -> None:
     url = setup(admin, Settings.load().database_url)
     codec = AvroCodec(SchemaRepository.load(ROOT / "schemas"))
     outboxes = (Outbox(codec=codec, retention=Retention.PARTITIONS), Outbox(codec=codec, retention=Retention.DELETE))
-    kinds = ["base", "emit", "emit_delete", "base_plain", "emit_plain"]
+    payload = codec.encode("order", "OrderPlaced", PAYLOAD)
+    kinds = ["base", "emit", "emit_delete", "base_plain", "emit_plain", *REFERENCE_SQL]
     results: dict[str, list[float]] = {k: [] for k in kinds}
     for r in range(rounds):
         order = kinds if r % 2 == 0 else list(reversed(kinds))  # interleave against drift
         for kind in order:
-            results[kind].append(measure_tps(kind, url, outboxes, args.clients, seconds))
+            results[kind].append(measure_tps(kind, url, outboxes, payload, args.clients, seconds))
     tps = {k: statistics.median(v) for k, v in results.items()}
     batch_rates = [measure_batch(url, outboxes[0], batch) for _ in range(rounds)]
     batch_eps = statistics.median(batch_rates)
@@ -207,24 +250,34 @@ def main() -> None:
         "emit_tps_ratio": round(tps["emit"] / tps["base"], 3),
         "emit_delete_tps_ratio": round(tps["emit_delete"] / tps["base"], 3),
         "emit_separate_round_trip_tps_ratio": round(tps["emit_plain"] / tps["base_plain"], 3),
+        "reference_tps": round(tps["reference"], 1),
+        "reference_tps_ratio": round(tps["reference"] / tps["base"], 3),
+        "emit_vs_reference": round(tps["emit"] / tps["reference"], 3),
+        "reference_unpartitioned_tps_ratio": round(tps["reference_plain"] / tps["base"], 3),
+        "partitioned_vs_unpartitioned": round(tps["reference"] / tps["reference_plain"], 3),
+        "reference_message_tps_ratio": round(tps["reference_message"] / tps["base"], 3),
         "batch_size": batch,
         "batch_events_per_s": round(batch_eps, 1),
         "retention_rows": retention_rows,
         "retention_drop_partition_s": round(drop_s, 4),
         "retention_delete_and_vacuum_s": round(delete_s, 4),
     }
-    print(f"{'scenario':<44}{'tx/s':>10}{'vs base':>10}")
+    print(f"{'scenario':<48}{'tx/s':>10}{'vs base':>10}")
     for label, kind, base in [
         ("business insert (pipeline)", "base", "base"),
         ("+ emit, same round trip [partitions]", "emit", "base"),
         ("+ emit + delete in tx [delete]", "emit_delete", "base"),
         ("business insert (no pipeline)", "base_plain", "base_plain"),
         ("+ emit as its own round trip", "emit_plain", "base_plain"),
+        ("+ hand-made INSERT (reference) [partitioned]", "reference", "base"),
+        ("+ hand-made INSERT, unpartitioned table", "reference_plain", "base"),
+        ("+ pg_logical_emit_message(true, ...)", "reference_message", "base"),
     ]:
-        print(f"{label:<44}{tps[kind]:>10.1f}{tps[kind] / tps[base]:>10.3f}")
-    print(f"{'batch emit_many of ' + str(batch) + ' (events/s)':<44}{batch_eps:>10.1f}")
-    print(f"{'retention of ' + str(retention_rows) + ' rows: DROP partition (s)':<44}{drop_s:>10.4f}")
-    print(f"{'retention of ' + str(retention_rows) + ' rows: DELETE + VACUUM (s)':<44}{delete_s:>10.4f}")
+        print(f"{label:<48}{tps[kind]:>10.1f}{tps[kind] / tps[base]:>10.3f}")
+    print(f"{'batch emit_many of ' + str(batch) + ' (events/s)':<48}{batch_eps:>10.1f}")
+    print(f"{'retention of ' + str(retention_rows) + ' rows: DROP partition (s)':<48}{drop_s:>10.4f}")
+    print(f"{'retention of ' + str(retention_rows) + ' rows: DELETE + VACUUM (s)':<48}{delete_s:>10.4f}")
+    print(f"{'emit vs the hand-made reference':<48}{'':>10}{tps['emit'] / tps['reference']:>10.3f}")
     if not args.keep_db:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(BENCH_DB)))
