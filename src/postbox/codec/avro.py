@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 from fastavro import schemaless_reader, schemaless_writer
 
+from postbox.codec.compiled_check import Check, compile_check
 from postbox.codec.validate import Invalid, validate
 from postbox.errors import DecodeError, PayloadError
 from postbox.schemas.repository import EventSchema, SchemaRepository
@@ -58,6 +59,7 @@ class AvroCodec:
 
     def __init__(self, repository: SchemaRepository | None = None) -> None:
         self.repository = repository if repository is not None else SchemaRepository.default()
+        self._checks: dict[bytes, Check] = {}  # by fingerprint: compiled once, used by every emit
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -72,10 +74,12 @@ class AvroCodec:
         return self.encode_with(self.schema_for(aggregate_type, event_type, version), payload)
 
     def encode_with(self, schema: EventSchema, payload: Mapping[str, Any]) -> bytes:
-        try:
-            validate(schema.parsed, schema.names, payload)
-        except Invalid as exc:
-            raise _payload_error(schema, exc) from None
+        if not self._passes(schema, payload):
+            # Only a payload the compiled check refuses pays for the walk that names the misfit.
+            try:
+                validate(schema.parsed, schema.names, payload)
+            except Invalid as exc:
+                raise _payload_error(schema, exc) from None
         buf = io.BytesIO()
         buf.write(MARKER)
         buf.write(schema.fingerprint)
@@ -86,6 +90,15 @@ class AvroCodec:
                 f"{schema.label}: payload does not encode: {exc}", event_type=schema.event_type
             ) from exc
         return buf.getvalue()
+
+    def _passes(self, schema: EventSchema, payload: Any) -> bool:
+        check = self._checks.get(schema.fingerprint)
+        if check is None:
+            check = self._checks[schema.fingerprint] = compile_check(schema.parsed, schema.names)
+        try:
+            return check(payload)
+        except Exception:  # noqa: BLE001 - e.g. a payload nested too deep: validate decides and says why
+            return False
 
     # -- reading -----------------------------------------------------------------------------
 
