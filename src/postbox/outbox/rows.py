@@ -167,17 +167,36 @@ class RowFactory:
 
 
 def _require_deliverable(aggregate_type: str, aggregate_id: str, event_type: str) -> None:
-    """Refuse a row the connector could never publish (#12.7): it would stop every event behind it."""
-    for field_name, value, problem in (
-        ("aggregate_type", aggregate_type, aggregate_type_problem(aggregate_type)),
-        ("aggregate_id", f"<{len(aggregate_id.encode('utf-8', 'surrogatepass')):,} bytes>", key_problem(aggregate_id)),
-        ("event_type", event_type, event_type_problem(event_type)),
-    ):
-        if problem is not None:
-            raise PayloadError(
-                f"{str(aggregate_type)[:60]}/{str(event_type)[:60]}: {problem}; the connector could never publish this row",
-                event_type=str(event_type),
-                field=field_name,
-                value=value,
-                fix="nothing was written; see docs/writer.md#what-the-connector-can-deliver",
-            )
+    """Refuse a row the connector could never publish (#12.7): it would stop every event behind it.
+
+    The (aggregate_type, event_type) pairs already found deliverable are remembered: an emit then
+    checks only its key, and no message is formatted unless something is wrong (#17).
+    """
+    pair = (aggregate_type, event_type)
+    known = type(aggregate_type) is str and type(event_type) is str and pair in _DELIVERABLE_TYPES
+    if not known:
+        _raise_if_problem(aggregate_type, event_type, "aggregate_type", aggregate_type, aggregate_type_problem(aggregate_type))
+    problem = key_problem(aggregate_id)
+    if problem is not None:
+        size = f"<{len(aggregate_id.encode('utf-8', 'surrogatepass')):,} bytes>"
+        _raise_if_problem(aggregate_type, event_type, "aggregate_id", size, problem)
+    if not known:
+        _raise_if_problem(aggregate_type, event_type, "event_type", event_type, event_type_problem(event_type))
+        if len(_DELIVERABLE_TYPES) < _DELIVERABLE_TYPES_MAX:
+            _DELIVERABLE_TYPES.add(pair)
+
+
+#: Deliverable (aggregate_type, event_type) pairs seen; bounded, so ever-new names cannot grow it.
+_DELIVERABLE_TYPES: set[tuple[str, str]] = set()
+_DELIVERABLE_TYPES_MAX = 4096
+
+
+def _raise_if_problem(aggregate_type: object, event_type: object, field_name: str, value: object, problem: str | None) -> None:
+    if problem is not None:
+        raise PayloadError(
+            f"{str(aggregate_type)[:60]}/{str(event_type)[:60]}: {problem}; the connector could never publish this row",
+            event_type=str(event_type),
+            field=field_name,
+            value=value,
+            fix="nothing was written; see docs/writer.md#what-the-connector-can-deliver",
+        )
