@@ -50,3 +50,28 @@ def test_writer_and_database_agree_on_every_row(pg_conn: psycopg.Connection, agg
                                   (aggregate_type, aggregate_id, event_type)).fetchone()[0]
     pg_conn.rollback()
     assert python_refuses == (sql_problem is not None), (aggregate_type[:40], len(aggregate_id.encode()), event_type[:40], sql_problem)
+
+
+TRACEPARENTS = st.one_of(st.none(), around(512, LEGAL), st.text(ANY_CHAR, max_size=10))
+
+
+@hsettings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(aggregate_type=TYPES, aggregate_id=KEYS, event_type=EVENT_TYPES, traceparent=TRACEPARENTS)
+def test_the_check_constraint_refuses_exactly_what_the_function_names(
+    pg_conn: psycopg.Connection, aggregate_type: str, aggregate_id: str, event_type: str, traceparent: str | None,
+) -> None:
+    """#17: the CHECK spells the rules out inline (a function in it was parsed on every INSERT);
+    it must refuse exactly the rows ``outbox_row_problem`` (doctor's, republish's) names."""
+    sql_problem = pg_conn.execute("SELECT postbox.outbox_row_problem(%s, %s, %s, %s)",
+                                  (aggregate_type, aggregate_id, event_type, traceparent)).fetchone()[0]
+    pg_conn.rollback()
+    try:
+        pg_conn.execute("INSERT INTO postbox.outbox (id, aggregate_type, aggregate_id, event_type, payload, traceparent)"
+                        " VALUES (gen_random_uuid(), %s, %s, %s, '\\x00', %s)",
+                        (aggregate_type, aggregate_id, event_type, traceparent))
+        refused = False
+    except psycopg.errors.CheckViolation:
+        refused = True
+    finally:
+        pg_conn.rollback()  # nothing is ever committed
+    assert refused == (sql_problem is not None), (aggregate_type[:40], len(aggregate_id.encode()), event_type[:40], sql_problem)
