@@ -37,6 +37,20 @@ def test_small_demo_passes(small_run) -> None:
     assert "verdict: PASS" in text
 
 
+def test_a_finished_run_leaves_no_group_in_the_registry(small_run, admin_redis_url) -> None:
+    """The demo's groups are single-use with a 1-day marker TTL: left registered, they would make
+    `postbox doctor` fail its marker-TTL check on a stack that just ran `./dev.sh demo`."""
+    from postbox.effects import groups
+
+    result, _ = small_run
+    client = redis.Redis.from_url(admin_redis_url)
+    try:
+        registered = groups.read(client)
+    finally:
+        client.close()
+    assert not set(result.scope.groups.values()) & set(registered), registered
+
+
 def test_not_a_tty_gives_plain_lines(small_run) -> None:
     _, text = small_run
     assert "\x1b[" not in text                          # no cursor movement, no colour

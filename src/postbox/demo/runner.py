@@ -36,6 +36,7 @@ from postbox.demo.invariants import Check, Scope, applied_totals, check_invarian
 from postbox.demo.monitor import GroupMetrics, Rates, ReadyLog, lag_of, quantiles, scrape
 from postbox.demo.processes import GROUP_APPS, ConsumerProcess, child_env
 from postbox.demo.view import Snapshot, View, final_report, fmt_s
+from postbox.effects import groups
 from postbox.errors import PostboxError
 from postbox.stack.checkout import checkout_root
 from postbox.stack.layout import default_state_dir
@@ -147,6 +148,9 @@ class Demo:
                 t.join(timeout=240)
             for proc in self.processes.values():
                 proc.stop()
+            # The run's groups are single-use (short marker TTL): out of the registry, so that
+            # `postbox doctor` does not hold their TTL against the topics' redelivery window.
+            groups.unpublish(self.redis, *self.scope.groups.values())
             try:
                 lock_conn.close()
             except Exception:
@@ -204,17 +208,19 @@ class Demo:
                     batch = []
             if batch:
                 old += self.redis.unlink(*batch)
-        groups = [g for g in self.kafka.group_ids() if g.startswith(GROUP_PREFIX)]
-        if groups:
+        registered = [g for g in groups.read(self.redis) if g.startswith(GROUP_PREFIX)]
+        groups.unpublish(self.redis, *registered)  # runs that died before their own clean-up
+        old_groups = [g for g in self.kafka.group_ids() if g.startswith(GROUP_PREFIX)]
+        if old_groups:
             try:
-                for fut in self.kafka.admin.delete_consumer_groups(groups, request_timeout=10).values():
+                for fut in self.kafka.admin.delete_consumer_groups(old_groups, request_timeout=10).values():
                     try:
                         fut.result()
                     except Exception:  # noqa: BLE001 - a group still in use elsewhere stays
                         pass
             except Exception:  # noqa: BLE001
                 pass
-        say(f"reset: previous run's rows, {keys + old} Redis keys and {len(groups)} consumer group(s) removed")
+        say(f"reset: previous run's rows, {keys + old} Redis keys and {len(old_groups)} consumer group(s) removed")
 
     def _seed(self, settings: Settings) -> None:
         shop_setup.seed_stock(self.redis, {sku: STOCK_PER_SKU for sku in SKUS})

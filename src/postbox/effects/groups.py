@@ -54,6 +54,14 @@ def publish(client: Any, group: str, marker_ttl: timedelta, *, namespace: str = 
     client.hset(registry_key(namespace), group.encode("utf-8"), value.encode("utf-8"))
 
 
+def unpublish(client: Any, *groups: str, namespace: str = DEFAULT_NAMESPACE) -> int:
+    """Remove groups that will never consume again (single-use groups, e.g. the demo's), so
+    `postbox doctor` stops holding their marker TTL against the topics. Returns how many were there."""
+    if not groups:
+        return 0
+    return int(client.hdel(registry_key(namespace), *(g.encode("utf-8") for g in groups)))
+
+
 def read(client: Any, *, namespace: str = DEFAULT_NAMESPACE) -> dict[str, GroupInfo]:
     """Every published group; entries that do not parse are skipped (a reader must not crash)."""
     raw = client.hgetall(registry_key(namespace)) or {}
@@ -76,4 +84,4 @@ def _parse(group: str, value: Any) -> GroupInfo | None:
         return None
 
 
-__all__ = ["GroupInfo", "publish", "read", "registry_key"]
+__all__ = ["GroupInfo", "publish", "read", "registry_key", "unpublish"]
