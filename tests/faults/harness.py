@@ -255,6 +255,13 @@ class Emitter(threading.Thread):
             try:
                 with psycopg.connect(self.database_url, connect_timeout=3, autocommit=True) as conn:
                     status = conn.execute("SELECT pg_xact_status(%s::xid8)", (xid,)).fetchone()[0]
+            except psycopg.errors.InvalidParameterValue as exc:
+                # "transaction ID ... is in the future": after an immediate stop, crash recovery set
+                # the next xid from the WAL it found, and nothing of this transaction was flushed;
+                # a commit record would have been (COMMIT waits for its flush), so it did not commit.
+                if "in the future" not in str(exc):
+                    raise
+                return "aborted"
             except psycopg.OperationalError:
                 time.sleep(0.2)
                 continue
