@@ -237,8 +237,10 @@ _READ_ONLY = "incident commands read without joining a group or committing anyth
 
 
 def consumer_role(*, group: str, client_id: str, auto_offset_reset: str, session_timeout_ms: int,
-                  max_poll_interval_ms: int) -> Role:  # fmt: skip
-    """The runtime's group consumer (``postbox consume``)."""
+                  max_poll_interval_ms: int, instance_id: str | None = None) -> Role:  # fmt: skip
+    """The runtime's group consumer (``postbox consume``); ``instance_id``: static membership
+    (``group.instance.id``, see :mod:`postbox.consumer.instance`), None for a dynamic member."""
+    static = {"group.instance.id": (instance_id, "set it with --instance-id / POSTBOX_INSTANCE_ID")} if instance_id else {}
     return Role(
         name="consumer",
         defaults={
@@ -254,6 +256,7 @@ def consumer_role(*, group: str, client_id: str, auto_offset_reset: str, session
             "enable.auto.commit": (False, _NO_COMMIT),
             "enable.auto.offset.store": (False, _NO_COMMIT),
             "partition.assignment.strategy": ("cooperative-sticky", "the runtime's rebalance callbacks are incremental"),
+            **static,
         },
     )
 

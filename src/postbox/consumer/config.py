@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from postbox.durations import parse_duration as _parse_duration_text
 from postbox import kafka_config
+from postbox.consumer import instance
 from postbox.errors import ConfigError
 from postbox.kafka_config import KafkaProperties
 from postbox.settings import Settings, redact_url
@@ -85,6 +86,10 @@ class ConsumerConfig:
     schemas_dir: Path | None = None
     #: Kafka client id (default: ``postbox-<group>-<pid>``).
     client_id: str | None = None
+    #: Static group membership (``group.instance.id``, :mod:`postbox.consumer.instance`): a
+    #: restarted process with the same name gets its partitions back at once. ``none``: dynamic
+    #: member. Unset: dynamic in the library; ``postbox consume`` claims a per-host default.
+    instance_id: str | None = None
     #: librdkafka properties of the consumer and its dead-letter producer (TLS, SASL...): from
     #: the settings (``POSTBOX_KAFKA_CONFIG`` file, ``-X``), see :mod:`postbox.kafka_config`.
     kafka_properties: KafkaProperties = field(default_factory=KafkaProperties)
@@ -173,6 +178,8 @@ class ConsumerConfig:
             self._fail("log_level", self.log_level, ", ".join(LOG_LEVELS))
         if self.auto_offset_reset not in OFFSET_RESETS:
             self._fail("auto_offset_reset", self.auto_offset_reset, " or ".join(OFFSET_RESETS))
+        if self.instance_id is not None and self.instance_id != instance.DYNAMIC and not instance.is_valid(self.instance_id):
+            self._fail("instance_id", self.instance_id, f"a name of letters, digits, '.', '_' or '-' (at most {instance.MAX_LENGTH}), or {instance.DYNAMIC!r}")
         if self.schemas_dir is not None and not Path(self.schemas_dir).is_dir():
             self._fail("schemas_dir", self.schemas_dir, "an existing folder of .avsc files")
         Settings(kafka_bootstrap=self.kafka_bootstrap, redis_url=self.redis_url).validate()
@@ -185,10 +192,24 @@ class ConsumerConfig:
         consumer = kafka_config.consumer_role(
             group=self.group, client_id=client_id, auto_offset_reset=self.auto_offset_reset,
             session_timeout_ms=self.session_timeout_ms, max_poll_interval_ms=self.max_poll_interval_ms,
+            instance_id=self.static_instance_id,
         )  # fmt: skip
         dead_letters = kafka_config.dead_letter_producer_role(client_id=f"{client_id}-dlq", delivery_timeout_ms=15_000)
         return (kafka_config.build(self.kafka_bootstrap, self.kafka_properties, consumer),
                 kafka_config.build(self.kafka_bootstrap, self.kafka_properties, dead_letters))  # fmt: skip
+
+    @property
+    def static_instance_id(self) -> str | None:
+        """The ``group.instance.id`` to send, or None for a dynamic member."""
+        return None if self.instance_id in (None, instance.DYNAMIC) else self.instance_id
+
+    def with_default_instance(self, app_name: str | None = None) -> "ConsumerConfig":
+        """This configuration with the per-host default instance name claimed when none is set
+        (``postbox consume``'s default; :func:`postbox.consumer.instance.claim_default`)."""
+        if self.instance_id is not None:
+            return self
+        claimed = instance.claim_default(self.group, app_name)
+        return replace(self, instance_id=claimed, sources={**self.sources, "instance_id": "default (host, group, index)"})
 
     def source(self, name: str) -> str:
         """Where ``name`` was set: its flag, its variable, ``app`` or ``default``."""

@@ -43,6 +43,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
 from postbox import kafka_config
+from postbox.failure_classes import TRANSIENT_REDIS_CODES, redis_error_code
 from postbox.consumer.dlq_record import (  # noqa: F401 - the contract's names, re-exported
     DLQ_HEADERS,
     DLQ_SUFFIX,
@@ -270,8 +271,8 @@ class DeadLetters:
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             raise TransientEffectError(f"cannot write the failure stream: {exc}", reason="connection") from exc
         except redis.ResponseError as exc:
-            code = str(exc).split(" ", 1)[0]
-            if code in ("OOM", "BUSY", "LOADING", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY", "MISCONF"):
+            code = redis_error_code(exc)
+            if code in TRANSIENT_REDIS_CODES:
                 raise TransientEffectError(f"Redis refused the failure-stream XADD: {exc}", reason=code) from exc
             log.error("failure-stream XADD refused (%s); the DLQ record is the complete record", exc)
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 from datetime import datetime, timezone
 
+from postbox import failure_classes as classes
 from postbox.codec import AvroCodec, DecodedEvent, EventHeaders, JsonCodec, is_single_object
 from postbox.codec.json_conform import conform
 from postbox.codec.validate import Invalid
@@ -51,18 +52,18 @@ class Decoder:
         try:
             event = self.event(origin)
         except DecodeError as exc:
-            return Failure("DecodeError", exc.message)
+            return Failure(classes.DECODE_ERROR, exc.message)
         except _SchemaMismatch as exc:
-            return Failure("SchemaMismatch", str(exc))
+            return Failure(classes.SCHEMA_MISMATCH, str(exc))
         except Exception as exc:  # noqa: BLE001 - one record's problem, whatever it is
-            return Failure("DecodeError", f"{origin.where}: cannot decode: {type(exc).__name__}: {one_line(str(exc), 500)}")
+            return Failure(classes.DECODE_ERROR, f"{origin.where}: cannot decode: {type(exc).__name__}: {one_line(str(exc), 500)}")
         try:
             route = self.app.route(event.aggregate_type, event.event_type)
             return Routed(event, route, route.event_ref(event))  # the handler's routing_key runs here
         except NoHandlerError as exc:
-            return Failure("UnknownEventType", exc.message)
+            return Failure(classes.UNKNOWN_EVENT_TYPE, exc.message)
         except Exception as exc:  # noqa: BLE001
-            return Failure("RoutingError", f"{origin.where}: routing {event.aggregate_type}/{event.event_type} raised {type(exc).__name__}: {one_line(str(exc), 500)}")
+            return Failure(classes.ROUTING_ERROR, f"{origin.where}: routing {event.aggregate_type}/{event.event_type} raised {type(exc).__name__}: {one_line(str(exc), 500)}")
 
     def event(self, origin: Origin) -> Event:
         """The record's event; DecodeError / _SchemaMismatch say what is wrong and where."""

@@ -44,6 +44,8 @@ from typing import Any
 import redis
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
+from postbox import failure_classes as classes
+from postbox.failure_classes import redis_error_code as _error_code  # noqa: F401 - its old name here, kept for importers
 from postbox import kafka_config
 from postbox.codec import AvroCodec, EventHeaders
 from postbox.consumer import testhooks
@@ -53,6 +55,7 @@ from postbox.consumer.blocks import Blocks
 from postbox.consumer.config import ConsumerConfig
 from postbox.consumer.decoding import Decoder, parse_created_at
 from postbox.consumer.handler_errors import Verdict, classify
+from postbox.consumer.instance import instance_fenced
 from postbox.consumer.deadletter import DeadLetters, Failure, Origin, one_line
 from postbox.consumer.logs import log_event
 from postbox.consumer.metrics import Metrics
@@ -90,7 +93,7 @@ class Stopped(Exception):
 class _Item:
     """One record on its way through a batch."""
 
-    __slots__ = ("msg", "tp", "offset", "event", "route", "ref", "fx", "failure", "attempts", "coro_index")
+    __slots__ = ("msg", "tp", "offset", "event", "route", "ref", "fx", "failure", "attempts", "exc")
 
     def __init__(self, msg: Message) -> None:
         self.msg = msg
@@ -102,6 +105,8 @@ class _Item:
         self.fx: Effects | None = None
         self.failure: Failure | None = None
         self.attempts = 0
+        #: The handler exception behind ``failure`` (its traceback is logged with the dead letter).
+        self.exc: BaseException | None = None
 
 
 class ConsumerRuntime:
@@ -144,8 +149,9 @@ class ConsumerRuntime:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._next_lag = 0.0
         self._last_kafka_error = ("", 0.0)
-        #: Set when librdkafka reports a refused login or TLS handshake: the consumer stops.
-        self._login_failure: ConfigError | None = None
+        #: Set when librdkafka reports a refused login or TLS handshake, or that another process
+        #: uses this instance id (fenced): the consumer stops on a configuration error.
+        self._config_failure: ConfigError | None = None
         self._assigned_once = False
         self._m_topic: dict[str, tuple[Any, Any, Any, Any]] = {}
         #: Set once the consumer has subscribed (tests and the bench wait on it).
@@ -205,16 +211,17 @@ class ConsumerRuntime:
             log_event(log, logging.ERROR, f"{kind}: stopping without committing the batch", error=str(exc))
             code = EXIT_ENGINE_ERROR
         finally:
-            self._shutdown(commit=code == EXIT_OK and self._login_failure is None)
-        return self._after_login_failure(code)
+            self._shutdown(commit=code == EXIT_OK and self._config_failure is None)
+        return self._after_config_failure(code)
 
-    def _after_login_failure(self, code: int) -> int:
-        """A refused Kafka login is a configuration error: at start-up (no partition was ever
-        assigned) it is raised for the CLI to print with its fix (exit 1); later it is exit 3."""
-        if self._login_failure is None:
+    def _after_config_failure(self, code: int) -> int:
+        """A refused Kafka login or a fenced instance id is a configuration error: at start-up (no
+        partition was ever assigned) it is raised for the CLI to print with its fix (exit 1);
+        later it is exit 3."""
+        if self._config_failure is None:
             return code
         if not self._assigned_once:
-            raise self._login_failure
+            raise self._config_failure
         return EXIT_ENGINE_ERROR
 
     def _shutdown(self, *, commit: bool) -> None:
@@ -342,8 +349,13 @@ class ConsumerRuntime:
 
     def _on_kafka_error(self, err: KafkaError) -> None:
         if kafka_config.is_login_failure(err.name(), err.str()):
-            self._login_failure = kafka_config.login_error(self.config.kafka_bootstrap, self.config.kafka_properties, err.str())
-            log_event(log, logging.ERROR, "Kafka refused the login: stopping (a configuration error)", error=self._login_failure.message)
+            self._config_failure = kafka_config.login_error(self.config.kafka_bootstrap, self.config.kafka_properties, err.str())
+            log_event(log, logging.ERROR, "Kafka refused the login: stopping (a configuration error)", error=self._config_failure.message)
+            self._stop.set()
+            return
+        if err.code() == KafkaError.FENCED_INSTANCE_ID or (err.fatal() and "fenced" in err.str().lower()):
+            self._config_failure = instance_fenced(self.config.instance_id, err.str())
+            log_event(log, logging.ERROR, "fenced by another member with this instance id: stopping (a configuration error)", error=self._config_failure.message)
             self._stop.set()
             return
         if err.fatal():
@@ -503,7 +515,7 @@ class ConsumerRuntime:
             records=len(items),
             applied=sum(1 for r in results if r.applied),
             duplicates=sum(1 for r in results if r.duplicate),
-            failed=sum(1 for i in items if i.failure is not None and i.failure.kind == "permanent"),
+            failed=sum(1 for i in items if _is_permanent(i)),
             retried=sum(1 for i in items if blocks.covers(i.tp, i.offset)),
             partitions=",".join(f"{t}[{p}]" for t, p in sorted({i.tp for i in items})),
         )
@@ -513,7 +525,6 @@ class ConsumerRuntime:
         outcome = self.decoder(Origin.of(item.msg))
         if isinstance(outcome, Failure):
             item.failure = outcome
-            self._failed(item)
         else:
             item.event, item.route, item.ref = outcome
 
@@ -561,12 +572,12 @@ class ConsumerRuntime:
         assert route is not None
         verdict = classify(exc, route.transient)
         if verdict is Verdict.TRANSIENT:
-            item.failure = Failure(f"Transient:{type(exc).__name__}", f"{route.name} raised {type(exc).__name__}: {one_line(str(exc))}",
-                                   item.attempts, kind="transient")
+            item.failure = Failure(classes.transient(type(exc).__name__), f"{route.name} raised {type(exc).__name__}: {one_line(str(exc))}",
+                                   item.attempts, kind=classes.TRANSIENT)
             return False
         if verdict is Verdict.PERMANENT:
-            item.failure = Failure(type(exc).__name__, f"{route.name}: {one_line(str(exc))}", item.attempts)
-            self._failed(item)
+            item.failure = Failure(classes.handler_refused(exc), f"{route.name}: {one_line(str(exc))}", item.attempts)
+            item.exc = exc
             return False
         if item.attempts <= retries:
             self.metrics.handler_retries.labels(self.config.group).inc()
@@ -574,11 +585,11 @@ class ConsumerRuntime:
                       attempt=item.attempts, **_where(item))
             return True
         item.failure = Failure(
-            f"HandlerError:{type(exc).__name__}",
+            classes.handler_gave_up(exc),
             f"{route.name} raised {type(exc).__name__}: {one_line(str(exc))} (after {item.attempts} attempt(s))",
             item.attempts,
         )
-        self._failed(item, exc_info=exc)
+        item.exc = exc
         return False
 
     def _account(self, items: list[_Item], results: list[ApplyResult]) -> None:
@@ -595,21 +606,22 @@ class ConsumerRuntime:
                 metrics[2].inc()
             else:
                 result.raise_for_failure() if result.undo_error else None  # EffectEngineError: stop
-                code = "CROSSSLOT" if result.cross_slot else _error_code(result.error)
+                code = classes.CROSS_SLOT if result.cross_slot else classes.redis_error_code(result.error)
                 where = f" at command {result.command_index} ({result.command})" if result.command_index is not None else ""
-                item.failure = Failure(f"EffectFailed:{code}", f"effect failed{where}: {result.error}", item.attempts or 1, recorded=not result.cross_slot)
+                item.failure = Failure(classes.effect_failed(code), f"effect failed{where}: {result.error}", item.attempts or 1, recorded=not result.cross_slot)
                 item.fx = None
-                self._failed(item)
-
-    def _failed(self, item: _Item, exc_info: BaseException | None = None) -> None:
-        failure = item.failure
-        assert failure is not None
-        self.metrics.failures.labels(self.config.group, item.tp[0], failure.error_class, failure.kind).inc()
-        log_event(log, logging.WARNING, "permanent failure: dead-lettering", error_class=failure.error_class,
-                  error=failure.error, event_id=item.event.id if item.event else _header_id(item.msg), **_where(item))
 
     def _dead_lettered(self, item: _Item) -> None:
+        """Counted and logged once, when its dead letter is acknowledged: a record whose dead
+        letter is retried (not acknowledged, or its partition blocked before it) is not counted
+        again on the retry (#14.1)."""
+        failure = item.failure
+        assert failure is not None
         self._topic_metrics(item.tp[0])[3].inc()
+        self.metrics.failures.labels(self.config.group, item.tp[0], failure.error_class, failure.kind).inc()
+        log_event(log, logging.WARNING, "permanent failure: dead-lettered", error_class=failure.error_class, error=failure.error,
+                  event_id=item.event.id if item.event else _header_id(item.msg), attempts=failure.attempts, **_where(item),
+                  **({"exc_info": item.exc} if item.exc is not None else {}))  # fmt: skip
 
     def _pause(self, state: PartitionState, offset: int, reason: str, error: str) -> None:
         assert self.consumer is not None
@@ -622,7 +634,7 @@ class ConsumerRuntime:
         state.resume_offset = offset
         state.last_error = error
         self.metrics.retries.labels(self.config.group, reason).inc()
-        self.metrics.failures.labels(self.config.group, state.topic, f"Transient:{reason}", "transient").inc()
+        self.metrics.failures.labels(self.config.group, state.topic, classes.transient(reason), classes.TRANSIENT).inc()
         self._refresh_gauges()
         log_event(log, logging.WARNING, "transient failure: partition paused, will retry from its first unfinished record",
                   topic=state.topic, partition=state.partition, offset=offset, reason=reason, error=one_line(error, 300),
@@ -780,11 +792,11 @@ def _show(partitions: Iterable[TopicPartition]) -> str:
 
 
 def _is_permanent(item: _Item) -> bool:
-    return item.failure is not None and item.failure.kind == "permanent"
+    return item.failure is not None and item.failure.kind == classes.PERMANENT
 
 
 def _block_transient(item: _Item, blocks: Blocks) -> None:
-    if item.failure is not None and item.failure.kind == "transient":
+    if item.failure is not None and item.failure.kind == classes.TRANSIENT:
         blocks.block(item.tp, item.offset, "handler", item.failure.error)
 
 
@@ -797,20 +809,6 @@ def _header_id(msg: Message) -> str | None:
         if key == "id" and value:
             return EventHeaders.parse([(key, value)]).event_id
     return None
-
-
-
-
-
-
-def _error_code(error: str | None) -> str:
-    """``WRONGTYPE Operation against ...`` → ``WRONGTYPE``; free text → ``ERR``."""
-    if not error:
-        return "ERR"
-    head = error.split(" ", 1)[0].strip(":")
-    return head if head.isupper() and head.replace("_", "").isalpha() else "ERR"
-
-
 
 
 def run(app: App, config: ConsumerConfig | None = None, **kwargs: Any) -> int:

@@ -52,6 +52,7 @@ from redis.exceptions import (
     ResponseError,
 )
 
+from postbox.failure_classes import TRANSIENT_REDIS_CODES, redis_error_code
 from postbox.effects import groups
 from postbox.effects.builder import EffectCommand, Effects
 from postbox.effects.durability import Durability, check_durability
@@ -84,10 +85,6 @@ _PROTOCOL = b"2"
 #: The error text of a script stopped by SCRIPT KILL (Redis kills only scripts that wrote nothing).
 _SCRIPT_KILLED = "Script killed by user"
 _ATTEMPTS = 3
-_TRANSIENT_CODES = (
-    "OOM", "BUSY", "LOADING", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY",
-    "NOREPLICAS", "MISCONF", "NOSCRIPT", "MOVED", "ASK",
-)  # fmt: skip
 
 
 class Outcome(str, enum.Enum):
@@ -566,8 +563,8 @@ class EffectsEngine:
                 reason="SCRIPT_KILLED",
                 fix="nothing of the call was written (Redis kills only scripts that have not written); it is retried",
             )
-        code = getattr(exc, "status_code", None) or str(exc).split(" ", 1)[0]
-        if code in _TRANSIENT_CODES:
+        code = redis_error_code(exc)
+        if code in TRANSIENT_REDIS_CODES:
             return TransientEffectError(f"Redis refused the call ({code}): {exc}", reason=code)
         return EffectEngineError(f"unexpected error reply from the apply script: {self.script.explain(str(exc))}")
 
