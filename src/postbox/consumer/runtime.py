@@ -51,7 +51,7 @@ from postbox.codec import AvroCodec, EventHeaders
 from postbox.consumer import testhooks
 from postbox.consumer.app import App, Route
 from postbox.consumer.backoff import Backoff
-from postbox.consumer.blocks import Blocks
+from postbox.consumer.batch import Batch, Fate
 from postbox.consumer.config import ConsumerConfig
 from postbox.consumer.decoding import Decoder, parse_created_at
 from postbox.consumer.handler_errors import Verdict, classify
@@ -374,7 +374,7 @@ class ConsumerRuntime:
         items = self._take(messages)
         if not items:
             return
-        blocks = Blocks()
+        batch = Batch.of((i.tp, i.offset) for i in items)  # the pure model: fates, batch, commit positions
         # 1. decode and route (a record whose dead letter is still owed keeps its verdict)
         for item in items:
             owed = self._owed(item)
@@ -383,18 +383,18 @@ class ConsumerRuntime:
             else:
                 self._prepare(item)
         # 2. handlers (sync in order; async of the whole batch concurrently)
-        self._run_handlers(items, blocks)
+        self._run_handlers(items, batch)
         # 3. failures known before the apply are dead-lettered (acknowledged) first: a partition
         #    whose dead letter is not acknowledged is blocked there, so nothing after it applies.
-        self._dead_letter([i for i in items if _is_permanent(i)], blocks)
+        self._dead_letter([i for i in items if _is_permanent(i)], batch)
         # 4. one apply for the batch; 5. effect failures dead-lettered (their verdict is kept)
-        to_apply = [i for i in items if i.fx is not None and i.failure is None and not blocks.covers(i.tp, i.offset)]
-        results = self._apply(items, to_apply, blocks)
-        self._dead_letter([i for i in to_apply if _is_permanent(i)], blocks, owe=True)
+        to_apply = [i for i in items if i.fx is not None and i.failure is None and not batch.covers(i.tp, i.offset)]
+        results = self._apply(items, to_apply, batch)
+        self._dead_letter([i for i in to_apply if _is_permanent(i)], batch, owe=True)
         # 6. what is finished per partition; back off the blocked ones
         if log.isEnabledFor(logging.DEBUG):
-            self._log_batch(items, results, blocks)
-        self._finish(items, blocks)
+            self._log_batch(items, results, batch)
+        self._finish(batch)
 
     def _take(self, messages: list[Message]) -> list[_Item]:
         """The batch's records of partitions that are assigned and not waiting out a backoff."""
@@ -418,23 +418,23 @@ class ConsumerRuntime:
         state = self.states.get(item.tp)
         return state.owed.get(item.offset) if state is not None else None
 
-    def _run_handlers(self, items: list[_Item], blocks: Blocks) -> None:
+    def _run_handlers(self, items: list[_Item], batch: Batch) -> None:
         pending: list[_Item] = []
         for item in items:
-            if item.route is None or item.failure is not None or blocks.covers(item.tp, item.offset):
+            if item.route is None or item.failure is not None or batch.covers(item.tp, item.offset):
                 continue
             if item.route.is_async:
                 pending.append(item)
                 continue
             self._run_sync(item)
-            _block_transient(item, blocks)
+            _block_transient(item, batch)
         if pending:
             assert self._loop is not None
             self._loop.run_until_complete(self._gather(pending))
             for item in pending:
-                _block_transient(item, blocks)
+                _block_transient(item, batch)
 
-    def _apply(self, items: list[_Item], to_apply: list[_Item], blocks: Blocks) -> "list[ApplyResult]":
+    def _apply(self, items: list[_Item], to_apply: list[_Item], batch: Batch) -> "list[ApplyResult]":
         """One engine.apply for ``to_apply``; a transient failure blocks each partition at its
         first record applied here (failures before it are already dead-lettered)."""
         if not to_apply:
@@ -450,18 +450,18 @@ class ConsumerRuntime:
                 raise TransientEffectError(f"Redis is {durability}", reason="not-durable")
         except TransientEffectError as exc:
             for item in to_apply:
-                blocks.block(item.tp, item.offset, exc.reason, str(exc))
+                batch.block(item.tp, item.offset, exc.reason, str(exc))
             return []
         self.metrics.apply_seconds.labels(self.config.group).observe(time.perf_counter() - started)
-        self._account(to_apply, results)
+        self._account(to_apply, results, batch)
         return results
 
-    def _dead_letter(self, failed: list[_Item], blocks: Blocks, *, owe: bool = False) -> None:
+    def _dead_letter(self, failed: list[_Item], batch: Batch, *, owe: bool = False) -> None:
         """Failure stream, then ``<topic>.dlq`` (acknowledged). A record whose dead letter is not
         written blocks its partition there; with ``owe`` (effect failures: records after it are
         already applied) its verdict is kept, so the retry dead-letters it without running it
         again — it can never take effect after a later event of its aggregate."""
-        failed = [i for i in failed if not blocks.covers(i.tp, i.offset)]
+        failed = [i for i in failed if not batch.covers(i.tp, i.offset)]
         if not failed:
             return
         assert self.dead_letters is not None
@@ -470,41 +470,37 @@ class ConsumerRuntime:
         except TransientEffectError as exc:
             for item in failed:
                 self._owe(item, owe)
-                blocks.block(item.tp, item.offset, exc.reason, str(exc))
+                batch.block(item.tp, item.offset, exc.reason, str(exc))
             return
         outcome = self.dead_letters.send([(Origin.of(i.msg), i.failure) for i in failed])  # type: ignore[misc]
         for item, error in zip(failed, outcome):
             state = self.states.get(item.tp)
             if error is None:
+                batch.finished(item.tp, item.offset, Fate.DEAD_LETTERED)
                 self._dead_lettered(item)
                 if state is not None:
                     state.owed.pop(item.offset, None)
             else:
                 self._owe(item, owe)
-                blocks.block(item.tp, item.offset, "dlq", error)
+                batch.block(item.tp, item.offset, "dlq", error)
 
     def _owe(self, item: _Item, owe: bool) -> None:
         state = self.states.get(item.tp)
         if owe and state is not None and item.failure is not None:
             state.owed[item.offset] = replace(item.failure, recorded=True)
 
-    def _finish(self, items: list[_Item], blocks: Blocks) -> None:
-        last: dict[tuple[str, int], int] = {}
-        for item in items:
-            last[item.tp] = item.offset
-        for tp, offset in last.items():
-            state = self.states.get(tp)
-            if state is None:
-                continue
-            block = blocks.get(tp)
-            if block is not None:
-                state.done = block.offset if state.done is None or block.offset > state.done else state.done
-                self._pause(state, block.offset, block.reason, block.error)
+    def _finish(self, batch: Batch) -> None:
+        """Move each still-assigned partition's commit position to what the batch model says is
+        finished; pause the ones to retry (a partition revoked meanwhile is left alone)."""
+        for tp, position in batch.positions(self.states).items():
+            state = self.states[tp]
+            state.done = position.commit if state.done is None else max(state.done, position.commit)
+            if position.retry is not None:
+                self._pause(state, position.retry.offset, position.retry.reason, position.retry.error)
             else:
-                state.done = offset + 1
                 state.failures = 0
 
-    def _log_batch(self, items: list[_Item], results: "list[ApplyResult]", blocks: Blocks) -> None:
+    def _log_batch(self, items: list[_Item], results: "list[ApplyResult]", batch: Batch) -> None:
         """One DEBUG line per batch with its outcome counts, before its offsets are committed.
 
         Metrics die with a SIGKILLed process; these lines stay in its log, so the fault suite can
@@ -516,7 +512,7 @@ class ConsumerRuntime:
             applied=sum(1 for r in results if r.applied),
             duplicates=sum(1 for r in results if r.duplicate),
             failed=sum(1 for i in items if _is_permanent(i)),
-            retried=sum(1 for i in items if blocks.covers(i.tp, i.offset)),
+            retried=sum(1 for i in items if batch.covers(i.tp, i.offset)),
             partitions=",".join(f"{t}[{p}]" for t, p in sorted({i.tp for i in items})),
         )
 
@@ -592,17 +588,19 @@ class ConsumerRuntime:
         item.exc = exc
         return False
 
-    def _account(self, items: list[_Item], results: list[ApplyResult]) -> None:
+    def _account(self, items: list[_Item], results: list[ApplyResult], batch: Batch) -> None:
         now = datetime.now(timezone.utc)
         e2e = self.metrics.end_to_end_seconds.labels(self.config.group)
         for item, result in zip(items, results):
             metrics = self._topic_metrics(item.tp[0])
             if result.applied:
+                batch.finished(item.tp, item.offset, Fate.APPLIED)
                 metrics[1].inc()
                 created = item.event.created_at if item.event else None
                 if created is not None:
                     e2e.observe(max(0.0, (now - created).total_seconds()))
             elif result.duplicate:
+                batch.finished(item.tp, item.offset, Fate.DUPLICATE)
                 metrics[2].inc()
             else:
                 result.raise_for_failure() if result.undo_error else None  # EffectEngineError: stop
@@ -795,9 +793,9 @@ def _is_permanent(item: _Item) -> bool:
     return item.failure is not None and item.failure.kind == classes.PERMANENT
 
 
-def _block_transient(item: _Item, blocks: Blocks) -> None:
+def _block_transient(item: _Item, batch: Batch) -> None:
     if item.failure is not None and item.failure.kind == classes.TRANSIENT:
-        blocks.block(item.tp, item.offset, "handler", item.failure.error)
+        batch.block(item.tp, item.offset, "handler", item.failure.error)
 
 
 def _where(item: _Item) -> dict[str, Any]:
