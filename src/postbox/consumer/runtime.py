@@ -16,7 +16,8 @@ One thread, one ``confluent_kafka.Consumer`` (cooperative-sticky, manual offsets
    of 128), then ``engine.durability()`` must hold (``require_durable``).
 5. Effect failures are dead-lettered the same way; one whose dead letter is not acknowledged keeps
    its verdict (``PartitionState.owed``): the retry only writes the dead letter.
-6. Per partition, the offset after the last finished record is committed (asynchronously; the
+6. Per partition, the offset the batch model (:mod:`postbox.consumer.batch`: each record's fate
+   and each partition's block, pure and unit-tested) says is finished is committed (asynchronously; the
    revoke callback and shutdown commit synchronously whatever the broker has not confirmed, see
    :mod:`postbox.consumer.partition_state`).
 
