@@ -9,8 +9,9 @@ a rebalance.
 The trade-off, which is why the name must be stable *and* unique:
 
 - a static member that dies and does not come back keeps its partitions until
-  ``session.timeout.ms`` (the same wait as today); one that stops cleanly does not leave the group
-  either (librdkafka sends no LeaveGroup for a static member), so a scale-down also waits that long;
+  ``session.timeout.ms`` (the same wait as a dynamic member's crash). A static member's
+  ``close()`` sends no LeaveGroup, so the runtime unsubscribes first on an orderly stop: a
+  SIGTERM (scale-down, deploy) hands the partitions over at once, as a dynamic member does;
 - two live processes with the same name fence each other: the older one is refused
   (``FENCED_INSTANCE_ID``) and stops.
 

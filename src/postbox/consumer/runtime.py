@@ -230,6 +230,11 @@ class ConsumerRuntime:
             if commit:
                 self._final_commit()
             try:
+                if self.config.static_instance_id is not None:
+                    # A static member's close() sends no LeaveGroup (KIP-345): its partitions would
+                    # wait session.timeout.ms. Unsubscribing first leaves the group, so an orderly
+                    # stop hands them over at once; only a crash keeps them for the restart.
+                    self.consumer.unsubscribe()
                 self.consumer.close()  # leaves the group; the revoke callback commits nothing new
             except (KafkaException, RuntimeError) as exc:
                 log.warning("closing the Kafka consumer: %s", exc)
