@@ -10,12 +10,19 @@ headers ``id``/``event_type``/``aggregate_type``/``created_at``/``traceparent``)
 - ``runtime``: this runtime (decode, dispatch, one HINCRBY per event with dedupe, one
   ``engine.apply`` and one async commit per batch, DLQ path idle), default settings;
 - ``naive``: one record at a time — decode, handler, one EVALSHA of the same apply script, one
-  synchronous offset commit — over the first ``--naive-events`` records.
+  synchronous offset commit — over the first ``--naive-events`` records;
+- ``engine``: the effects engine alone (``EffectsEngine.apply``) on the same Redis, fed the same
+  events (read, decoded and run through the handler before the clock starts) in batches of the
+  runtime's batch size: the ceiling a consumer can reach here;
+- ``peer``: what a competent engineer writes without postbox — confluent-kafka ``consume(500)``,
+  fastavro decoding, one redis-py pipeline per batch with a ``SET NX EX`` marker and the same
+  HINCRBY per event (not atomic: the HINCRBY runs whatever the SET answered), async commit.
 
 Each rate counts from the first record received to the last one done (group join excluded). Redis
 is a redis-server of the bench's own (``appendonly yes``, ``appendfsync always``) unless
 ``--redis-url`` is given. Prints a table, then as its LAST line one JSON object with
-``raw_per_s``, ``runtime_per_s``, ``naive_per_s``, ``runtime_vs_raw`` and ``runtime_vs_naive``.
+``raw_per_s``, ``runtime_per_s``, ``naive_per_s``, ``engine_per_s``, ``peer_per_s``,
+``runtime_vs_raw``, ``runtime_vs_naive``, ``runtime_vs_engine`` and ``runtime_vs_peer``.
 """
 
 from __future__ import annotations
@@ -34,17 +41,22 @@ import redis
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: tests.support
 
 from confluent_kafka import Consumer, Producer  # noqa: E402
+from fastavro import parse_schema, schemaless_reader  # noqa: E402
+from fastavro.schema import fingerprint, to_parsing_canonical_form  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from postbox.codec import AvroCodec, decode_record  # noqa: E402
 from postbox.consumer import App, ConsumerConfig, ConsumerRuntime  # noqa: E402
-from postbox.effects import Effects, EffectsEngine, aggregate_keys  # noqa: E402
+from postbox.effects import Effects, EffectsEngine, EventRef, aggregate_keys  # noqa: E402
 from postbox.events import Event  # noqa: E402
 from postbox.settings import Settings  # noqa: E402
 from tests.support.redis_servers import RedisServer  # noqa: E402
 
 AGGREGATES = 1000
 PARTITIONS = 3
+ROOT = Path(__file__).resolve().parents[1]
+#: The peer's marker lifetime (the runtime's default marker TTL: 8 days).
+PEER_MARKER_TTL_S = 8 * 24 * 3600
 
 
 def make_app() -> App:
@@ -161,6 +173,88 @@ def run_naive(bootstrap: str, client: redis.Redis, topic: str, n: int) -> float:
         consumer.close()
 
 
+def read_events(bootstrap: str, topic: str, n: int, app: App) -> list[tuple[EventRef, Effects]]:
+    """Every record of the topic decoded and run through the handler (for the engine-alone run)."""
+    codec = AvroCodec()
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-engine-{uuid.uuid4().hex}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    out: list[tuple[EventRef, Effects]] = []
+    deadline = time.monotonic() + 120
+    try:
+        while len(out) < n and time.monotonic() < deadline:
+            for msg in consumer.consume(1000, 0.5):
+                if msg.error():
+                    continue
+                headers = msg.headers()
+                decoded = decode_record(msg.value(), headers, codec=codec)
+                meta = {k: v.decode() for k, v in headers}
+                event = Event(id=meta["id"], aggregate_type=meta["aggregate_type"], aggregate_id=msg.key().decode(),
+                              event_type=decoded.event_type or meta["event_type"], payload=decoded.payload)
+                fx = Effects()
+                app(event, fx)
+                out.append((app.event_ref(event), fx))
+    finally:
+        consumer.close()
+    return out
+
+
+def run_engine(client: redis.Redis, events: list[tuple[EventRef, Effects]], batch_size: int) -> float:
+    """The effects engine alone: ``apply`` + the durability check per batch, as the runtime does."""
+    engine = EffectsEngine(client, f"bench-engine-{uuid.uuid4().hex[:8]}")
+    engine.load()
+    start = time.perf_counter()
+    for i in range(0, len(events), batch_size):
+        results = engine.apply(events[i : i + batch_size])
+        engine.durability()
+        assert all(r.applied for r in results)
+    return len(events) / (time.perf_counter() - start)
+
+
+def _peer_schemas() -> dict[bytes, object]:
+    """Writer schemas by their single-object fingerprint (what the peer reads the header with)."""
+    schemas = {}
+    for path in sorted((ROOT / "schemas" / "order").glob("*.avsc")):
+        parsed = parse_schema(json.loads(path.read_text()))
+        schemas[bytes.fromhex(fingerprint(to_parsing_canonical_form(parsed), "CRC-64-AVRO"))] = parsed
+    return schemas
+
+
+def run_peer(bootstrap: str, client: redis.Redis, topic: str, n: int) -> float:
+    """A hand-tuned loop without postbox: see the module docs (not atomic, deduplicated by SET NX)."""
+    import io
+
+    schemas = _peer_schemas()
+    group = f"bench-peer-{uuid.uuid4().hex[:8]}"
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    count, start = 0, None
+    deadline = time.monotonic() + 300
+    try:
+        while count < n and time.monotonic() < deadline:
+            msgs = consumer.consume(500, 0.5)
+            if not msgs:
+                continue
+            if start is None:
+                start = time.perf_counter()
+            pipe = client.pipeline(transaction=False)
+            for msg in msgs:
+                if msg.error():
+                    continue
+                value = msg.value()
+                payload = schemaless_reader(io.BytesIO(value[10:]), schemas[value[2:10]], None)
+                event_id = next(v for k, v in msg.headers() if k == "id")
+                pipe.set(b"peer:seen:" + group.encode() + b":" + event_id, b"1", nx=True, ex=PEER_MARKER_TTL_S)
+                pipe.hincrby(b"peer:{benchorder:" + msg.key() + b"}:totals", "cents", payload["total_cents"])
+                count += 1
+            pipe.execute()
+            consumer.commit(asynchronous=True)
+        return count / (time.perf_counter() - (start or time.perf_counter()))
+    finally:
+        consumer.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="20,000 events, 1,000 naive")
@@ -188,11 +282,16 @@ def main() -> None:
         raw = run_raw(settings.kafka_bootstrap, topic, n)
         runtime_rate, runtime = run_runtime(settings.kafka_bootstrap, redis_url, topic, n)
         naive = run_naive(settings.kafka_bootstrap, client, topic, naive_n)
+        events = read_events(settings.kafka_bootstrap, topic, n, make_app())
+        engine_rate = run_engine(client, events, runtime.config.batch_size)
+        del events
+        peer = run_peer(settings.kafka_bootstrap, client, topic, n)
         batches = runtime.metrics.registry.get_sample_value("postbox_consumer_batch_size_count", {"group": runtime.config.group}) or 0
         print()
-        print(f"{'consumer':<10}{'events':>10}{'events/s':>12}{'vs raw':>9}{'vs naive':>10}")
-        for name, count, rate in (("raw", n, raw), ("runtime", n, runtime_rate), ("naive", naive_n, naive)):
-            print(f"{name:<10}{count:>10,}{rate:>12,.0f}{rate / raw:>9.1%}{rate / naive:>9.1f}x")
+        print(f"{'consumer':<10}{'events':>10}{'events/s':>12}{'vs raw':>9}{'vs naive':>10}{'runtime vs':>12}")
+        for name, count, rate in (("raw", n, raw), ("runtime", n, runtime_rate), ("engine", n, engine_rate),
+                                  ("peer", n, peer), ("naive", naive_n, naive)):
+            print(f"{name:<10}{count:>10,}{rate:>12,.0f}{rate / raw:>9.1%}{rate / naive:>9.1f}x{runtime_rate / rate:>11.2f}x")
         print(f"runtime: batch_size {runtime.config.batch_size}, {batches:.0f} batches (mean {n / max(batches, 1):.0f} records)")
         print(json.dumps({
             "events": n,
@@ -202,6 +301,10 @@ def main() -> None:
             "naive_per_s": round(naive),
             "runtime_vs_raw": round(runtime_rate / raw, 4),
             "runtime_vs_naive": round(runtime_rate / naive, 2),
+            "engine_per_s": round(engine_rate),
+            "peer_per_s": round(peer),
+            "runtime_vs_engine": round(runtime_rate / engine_rate, 3),
+            "runtime_vs_peer": round(runtime_rate / peer, 3),
             "batch_size": runtime.config.batch_size,
             "mean_batch": round(n / max(batches, 1), 1),
         }))
