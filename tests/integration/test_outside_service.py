@@ -128,6 +128,13 @@ def test_a_service_outside_the_checkout_emits_consumes_and_tails(installed, serv
     where = _run([str(installed / "python"), "-c", "import postbox, postbox.resources as r; print(postbox.__file__); print(r.SQL_DIR)"],
                  cwd=service, env=env)
     assert str(ROOT) not in where and str(installed.parent) in where, where
+    # What travels in the wheel (#13.1): db init's SQL, the Lua apply script, the connector template, py.typed.
+    shipped = _run([str(installed / "python"), "-c", "import json, postbox.resources as r; p = r.PACKAGE_DIR; print(json.dumps("
+                    "[p.joinpath('py.typed').is_file(), r.CONNECTOR_TEMPLATE.is_file(), (r.LUA_DIR / 'apply_effects.lua').is_file(), "
+                    "sorted(f.name for f in r.SQL_DIR.glob('*.sql'))]))"], cwd=service, env=env)
+    typed, connector, lua, sql = json.loads(shipped)
+    assert typed and connector and lua, shipped
+    assert sql == sorted(f.name for f in (ROOT / "src" / "postbox" / "sql").glob("*.sql")), shipped
 
     # `postbox db init` from the wheel, against a database of the user's own (created and dropped here).
     scratch = f"svc_{unique}"
