@@ -50,6 +50,8 @@ EVERYTHING = {
     ],
 }
 FIELDS = [f["name"] for f in EVERYTHING["fields"]] + ["unknown_field"]
+NAMES: dict[str, Any] = {}
+SCHEMA = parse_schema(EVERYTHING, named_schemas=NAMES)
 
 
 def _verdicts(schema: Any, names: dict[str, Any], datum: Any) -> tuple[bool, bool]:
@@ -77,11 +79,10 @@ values = st.recursive(
 )
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(datum=values)
 def test_compiled_check_agrees_with_validate_on_any_value(datum: Any) -> None:
-    names: dict[str, Any] = {}
-    schema = parse_schema(EVERYTHING, named_schemas=names)
+    schema, names = SCHEMA, NAMES
     # The whole record, and each field's own type on its own (where the recursion is reached).
     fast, slow = _verdicts(schema, names, datum)
     assert fast == slow, datum
@@ -104,8 +105,7 @@ def _valid_everything(**overrides: Any) -> dict[str, Any]:
 @given(field=st.sampled_from(FIELDS), value=values, nested=st.booleans())
 def test_compiled_check_agrees_on_one_field_changed(field: str, value: Any, nested: bool) -> None:
     """Valid records with one field replaced by anything (also inside the recursive ``next``)."""
-    names: dict[str, Any] = {}
-    schema = parse_schema(EVERYTHING, named_schemas=names)
+    schema, names = SCHEMA, NAMES
     changed = _valid_everything(**{field: value})
     datum = _valid_everything(next=changed) if nested else changed
     fast, slow = _verdicts(schema, names, datum)
