@@ -83,6 +83,9 @@ LAG_INTERVAL_S = 5.0
 #: Synchronous commit attempts at shutdown before giving up (the records are then redelivered).
 FINAL_COMMIT_ATTEMPTS = 5
 
+#: Longest wait for the revoke of an orderly stop before closing (static members, see _leave_group).
+LEAVE_WAIT_S = 10.0
+
 EXIT_OK = 0
 EXIT_ENGINE_ERROR = 3
 
@@ -229,12 +232,15 @@ class ConsumerRuntime:
         if self.consumer is not None:
             if commit:
                 self._final_commit()
+            if self.config.static_instance_id is not None and self._config_failure is None:
+                # A static member's close() sends no LeaveGroup (KIP-345): its partitions would
+                # wait session.timeout.ms. Unsubscribing first leaves the group, so an orderly
+                # stop hands them over at once; only a crash keeps them for the restart.
+                try:
+                    self._leave_group()
+                except (KafkaException, RuntimeError) as exc:
+                    log.warning("leaving the group before closing: %s", exc)
             try:
-                if self.config.static_instance_id is not None:
-                    # A static member's close() sends no LeaveGroup (KIP-345): its partitions would
-                    # wait session.timeout.ms. Unsubscribing first leaves the group, so an orderly
-                    # stop hands them over at once; only a crash keeps them for the restart.
-                    self.consumer.unsubscribe()
                 self.consumer.close()  # leaves the group; the revoke callback commits nothing new
             except (KafkaException, RuntimeError) as exc:
                 log.warning("closing the Kafka consumer: %s", exc)
@@ -245,6 +251,17 @@ class ConsumerRuntime:
             self._loop.close()
             self._loop = None
         log_event(log, logging.INFO, "consumer stopped", group=self.config.group)
+
+    def _leave_group(self) -> None:
+        """Unsubscribe and serve the revoke (which commits) until the assignment is empty: the
+        LeaveGroup goes out when the unassign is done, and close() would suppress it for a static
+        member if the unassign finished after close() had started."""
+        assert self.consumer is not None
+        self.consumer.unsubscribe()
+        deadline = time.monotonic() + LEAVE_WAIT_S
+        while self.consumer.assignment() and time.monotonic() < deadline:
+            self.consumer.poll(0.1)
+        self.consumer.poll(0.1)
 
     def _install_signals(self) -> dict[int, Any]:
         if threading.current_thread() is not threading.main_thread():
@@ -359,12 +376,15 @@ class ConsumerRuntime:
             log_event(log, logging.ERROR, "Kafka refused the login: stopping (a configuration error)", error=self._config_failure.message)
             self._stop.set()
             return
-        if err.code() == KafkaError.FENCED_INSTANCE_ID or (err.fatal() and "fenced" in err.str().lower()):
+        # librdkafka reports its fatal errors to error_cb as code _FATAL, with fatal() False.
+        fatal = err.fatal() or err.code() == KafkaError._FATAL
+        if err.code() == KafkaError.FENCED_INSTANCE_ID or (fatal and "fenced" in err.str().lower()):
             self._config_failure = instance_fenced(self.config.instance_id, err.str())
-            log_event(log, logging.ERROR, "fenced by another member with this instance id: stopping (a configuration error)", error=self._config_failure.message)
+            log_event(log, logging.ERROR, "fenced by another member with this instance id: stopping (a configuration error)",
+                      error=self._config_failure.message, fix=self._config_failure.fix)  # fmt: skip
             self._stop.set()
             return
-        if err.fatal():
+        if fatal:
             log_event(log, logging.ERROR, "fatal Kafka error", error=str(err))
             self._stop.set()
             return
