@@ -2,25 +2,20 @@
 
 from __future__ import annotations
 
-import uuid
 
 import pytest
 
-from consumers.shop import inventory, keys
+from consumers.shop import inventory
 from consumers.shop.keys import StockKeys
 from postbox.effects import key_slot
 from postbox.errors import PermanentEffectError
 from postbox.testing import EffectsHarness, make_event
+from tests.integration.shop_support import harness  # noqa: F401 - the shared fixture
 
 
 pytestmark = pytest.mark.integration  # the harness applies to the stack's Redis
 
 
-@pytest.fixture
-def harness(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr(keys, "PREFIX", f"test{uuid.uuid4().hex[:8]}")
-    with EffectsHarness() as h:
-        yield h
 
 
 def placed(order_id: str, *lines: tuple[str, int]):

@@ -2,24 +2,19 @@
 
 from __future__ import annotations
 
-import uuid
 
 import pytest
 
-from consumers.shop import keys, payment
+from consumers.shop import payment
 from consumers.shop.keys import PaymentKeys
 from consumers.shop.payment_service import Outcome
 from postbox.testing import EffectsHarness, make_event
+from tests.integration.shop_support import harness  # noqa: F401 - the shared fixture
 
 
 pytestmark = pytest.mark.integration  # the harness applies to the stack's Redis
 
 
-@pytest.fixture
-def harness(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr(keys, "PREFIX", f"test{uuid.uuid4().hex[:8]}")
-    with EffectsHarness() as h:
-        yield h
 
 
 def test_charge_projection_applies_once_even_when_the_database_work_was_replayed(harness: EffectsHarness) -> None:

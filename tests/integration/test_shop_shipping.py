@@ -4,23 +4,18 @@ from __future__ import annotations
 
 import itertools
 import time
-import uuid
 
 import pytest
 
-from consumers.shop import keys, shipping
+from consumers.shop import shipping
 from consumers.shop.keys import ShippingKeys
 from postbox.testing import EffectsHarness, make_event
+from tests.integration.shop_support import harness  # noqa: F401 - the shared fixture
 
 
 pytestmark = pytest.mark.integration  # the harness applies to the stack's Redis
 
 
-@pytest.fixture
-def harness(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr(keys, "PREFIX", f"test{uuid.uuid4().hex[:8]}")
-    with EffectsHarness() as h:
-        yield h
 
 
 def event(kind: str, order_id: str, placed_at_ms: int = 1_700_000_000_000):
