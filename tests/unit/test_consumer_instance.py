@@ -61,6 +61,16 @@ def test_config_sends_group_instance_id_only_for_a_static_member():
     assert off.static_instance_id is None and "group.instance.id" not in off.kafka_client_configs()[0]
 
 
+def test_static_membership_is_opt_in_for_postbox_consume():
+    """Unset stays a dynamic member: a broker restart can fence a static member, which librdkafka
+    reports as fatal (the fault suite's Kafka SIGKILL scenario stopped its only consumer)."""
+    unset = ConsumerConfig.load({}, group="g", topics="outbox.event.x").with_default_instance("app")
+    assert unset.static_instance_id is None and "group.instance.id" not in unset.kafka_client_configs()[0]
+    auto = ConsumerConfig.load({"POSTBOX_INSTANCE_ID": "auto"}, group="g", topics="outbox.event.x").with_default_instance("app")
+    assert auto.static_instance_id is not None and auto.static_instance_id != "auto"
+    assert auto.kafka_client_configs()[0]["group.instance.id"] == auto.static_instance_id
+
+
 def test_an_unusable_instance_id_is_refused_naming_its_source():
     with pytest.raises(ConfigError, match="POSTBOX_INSTANCE_ID"):
         ConsumerConfig.load({"POSTBOX_INSTANCE_ID": "a b"}, group="g", topics="outbox.event.x")

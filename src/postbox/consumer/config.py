@@ -204,12 +204,12 @@ class ConsumerConfig:
         return None if self.instance_id in (None, instance.DYNAMIC) else self.instance_id
 
     def with_default_instance(self, app_name: str | None = None) -> "ConsumerConfig":
-        """This configuration with the per-host default instance name claimed when none is set
-        (``postbox consume``'s default; :func:`postbox.consumer.instance.claim_default`)."""
-        if self.instance_id is not None:
+        """This configuration with the per-host default instance name claimed when the instance id is
+        ``auto`` (opt-in static membership; :func:`postbox.consumer.instance.claim_default`)."""
+        if self.instance_id != instance.AUTO:
             return self
         claimed = instance.claim_default(self.group, app_name)
-        return replace(self, instance_id=claimed, sources={**self.sources, "instance_id": "default (host, group, index)"})
+        return replace(self, instance_id=claimed, sources={**self.sources, "instance_id": "auto (host, group, index)"})
 
     def source(self, name: str) -> str:
         """Where ``name`` was set: its flag, its variable, ``app`` or ``default``."""

@@ -21,6 +21,12 @@ one host never share a name, and a restarted process takes back the index its cr
 held (the kernel drops a dead process's lock). Hosts whose name is not unique (containers sharing
 the host's network namespace and name but not its temporary folder) must set the name explicitly
 (``--instance-id`` / ``POSTBOX_INSTANCE_ID``), or turn static membership off with ``none``.
+
+**Opt-in, not the default** (``--instance-id auto`` claims the default name): after a broker or
+group-coordinator restart, the broker can answer a static member's commit with
+``FENCED_INSTANCE_ID`` although no other process holds its name, and librdkafka reports that as a
+fatal error, so the member stops (seen in the fault suite's Kafka SIGKILL scenario). Static
+membership is for consumers run under a supervisor that restarts them (systemd, Kubernetes).
 """
 
 from __future__ import annotations
@@ -37,6 +43,8 @@ from postbox.errors import ConfigError
 
 #: The value of ``--instance-id`` / ``POSTBOX_INSTANCE_ID`` that turns static membership off.
 DYNAMIC = "none"
+#: Claim the per-host default name (:func:`claim_default`): static membership, opt-in.
+AUTO = "auto"
 #: Kafka's limit for a group.instance.id is 249 characters of ``[A-Za-z0-9._-]``.
 MAX_LENGTH = 249
 #: How many processes of one group on one host the default naming supports.
