@@ -23,22 +23,42 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    """Attach every command module. Each module exposes `register(app)`."""
-    from postbox.cli import stack_cmds
+    """Attach every command module. Each module exposes `register(app)`; the list is static, so a
+    missing module is an import error at once, not a command that silently disappears."""
+    from postbox.cli import (
+        audit_cmds,
+        connector_cmds,
+        consume_cmds,
+        db_cmds,
+        demo_cmds,
+        doctor_cmds,
+        dlq_cmds,
+        lag_cmds,
+        replay_cmds,
+        schemas_cmds,
+        stack_cmds,
+        tail_cmds,
+        topics_cmds,
+        trace_cmds,
+    )
 
-    for module in (stack_cmds,):
-        module.register(app)
-
-    # Modules that may not exist yet in a partial checkout are optional by design of the build order.
-    import importlib
-
-    for name in ("schemas_cmds", "db_cmds", "consume_cmds", "incident_cmds", "demo_cmds"):
-        try:
-            module = importlib.import_module(f"postbox.cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"postbox.cli.{name}":
-                raise
-            continue
+    modules = (
+        stack_cmds,
+        schemas_cmds,
+        db_cmds,
+        consume_cmds,
+        topics_cmds,
+        tail_cmds,
+        trace_cmds,
+        lag_cmds,
+        dlq_cmds,
+        replay_cmds,
+        connector_cmds,
+        doctor_cmds,
+        audit_cmds,
+        demo_cmds,
+    )
+    for module in modules:
         module.register(app)
 
 

@@ -216,6 +216,13 @@ def read_dead_letters(
     return letters, scanned, scanned >= total
 
 
+def is_ref(text: str) -> bool:
+    """True when ``text`` is a dead letter's ref ``TOPIC.dlq:PARTITION:OFFSET``; anything else is
+    taken for an event id (which may itself hold ``:``, as a stock outbox's ids can)."""
+    parts = text.rsplit(":", 2)
+    return len(parts) == 3 and parts[0].endswith(DLQ_SUFFIX) and parts[1].isdigit() and parts[2].isdigit()
+
+
 def find_by_ref(kafka: Kafka, ref: str, codec: AvroCodec | None = None) -> DeadLetter:
     """The dead letter at ``topic:partition:offset``."""
     topic, _, rest = ref.rpartition(":")
@@ -364,3 +371,71 @@ def send(kafka: Kafka, items: list[ReplayItem]) -> int:
             ok += 1
     del remaining
     return ok
+
+
+@dataclass
+class ReplayReport:
+    """`postbox dlq replay`: the dead letters read, one planned (then sent) item each, the audit."""
+
+    topics: list[str]
+    scanned: int
+    complete: bool
+    items: list[ReplayItem]
+    marker_ttl: timedelta
+    margin: timedelta
+    executed: bool = False
+    audit: dict[str, Any] | None = None
+
+    def having(self, status: str) -> list[ReplayItem]:
+        return [i for i in self.items if i.status == status]
+
+    @property
+    def destinations(self) -> str:
+        return ", ".join(sorted({i.topic for i in self.items if i.status in ("ready", "sent", "failed")}))
+
+    @property
+    def problem(self) -> bool:
+        """Something the engineer must look at: refused, failed, or sent without an audit record."""
+        sent_unaudited = self.executed and bool(self.having("sent") or self.having("failed")) and self.audit is None
+        return bool(self.having("unsafe") or self.having("failed") or sent_unaudited)
+
+    def summary(self) -> dict[str, int]:
+        return {s: len(self.having(s)) for s in ("ready", "sent", "failed", "unsafe", "duplicate", "no-origin")}
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "dry_run": not self.executed, "topics": self.topics, "scanned": self.scanned, "complete": self.complete,
+            "marker_ttl_seconds": self.marker_ttl.total_seconds(), "safety_margin_seconds": self.margin.total_seconds(),
+            "items": [i.as_dict() for i in self.items], "summary": self.summary(), "audit": self.audit,
+        }
+
+
+def prepare_replay(
+    kafka: Kafka, topics: list[str], selection: Selection, *, marker_ttl: timedelta, margin: timedelta, force: bool,
+    progress: Callable[[int, int], None] | None = None,
+) -> ReplayReport:
+    """Read the selected dead letters and plan each one's replay (nothing is sent)."""
+    letters, scanned, complete = read_dead_letters(kafka, topics, selection, progress=progress)
+    if not letters:
+        raise IncidentError("no dead letter matches the selection", fix="`postbox dlq list` shows the dead letters")
+    items = plan_replay(kafka, letters, marker_ttl=marker_ttl, margin=margin, force=force)
+    return ReplayReport(topics, scanned, complete, items, marker_ttl, margin)
+
+
+def execute_replay(kafka: Kafka, report: ReplayReport) -> int:
+    """Send the report's ready items (their status becomes sent or failed); how many were acknowledged."""
+    report.executed = True
+    return send(kafka, report.having("ready"))
+
+
+def replay_audit(report: ReplayReport, selection: dict[str, Any], force: bool) -> Any:
+    """The audit record of an executed replay: the selection, and each item's outcome."""
+    from postbox.incident.audit import AuditRecord
+
+    sent, tried = len(report.having("sent")), len(report.having("sent")) + len(report.having("failed"))
+    return AuditRecord(
+        command="dlq replay", target=report.destinations, count=sent, outcome="ok" if sent == tried else "partial",
+        details={"selection": selection, "force": force, "marker_ttl_s": report.marker_ttl.total_seconds(),
+                 "refused_unsafe": len(report.having("unsafe")),
+                 "items": [{"ref": i.letter.ref, "event_id": i.letter.event_id, "status": i.status, "sent": i.sent} for i in report.items]},
+    )

@@ -170,3 +170,11 @@ def apply_reset(kafka: Kafka, plan: ResetPlan) -> None:
     bad = [tp for tp in (result.topic_partitions or []) if tp.error is not None]
     if bad:
         raise IncidentError(f"offset reset of {plan.group} failed for {', '.join(f'{tp.topic}[{tp.partition}]: {tp.error}' for tp in bad)}")
+
+
+def reset_audit(plan: ResetPlan, force: bool) -> Any:
+    """The audit record of an applied reset: the plan, and how many records will be read again."""
+    from postbox.incident.audit import AuditRecord
+
+    return AuditRecord(command="replay", target=plan.group, count=sum(max(0, m.delta) for m in plan.moves), outcome="ok",
+                       details={"to": plan.target.describe(), "force": force, "plan": plan.as_dict()})

@@ -1,0 +1,101 @@
+"""`postbox trace EVENT_ID`: one event's whole path, from the outbox row to each group's verdict."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import typer
+from rich.markup import escape
+
+from postbox.cli.client_options import kafka_client_options
+from postbox.cli.incident_common import (
+    JsonOpt,
+    KafkaOpt,
+    RedisOpt,
+    TtlOpt,
+    event_id as parse_event_id,
+    kafka_for,
+    marker_ttl as resolve_ttl,
+    number,
+    progress,
+    settings_for,
+)
+from postbox.cli.output import console, print_json
+
+
+def register(app: typer.Typer) -> None:
+    app.command("trace", help="One event's whole path: outbox row, Kafka record, each group's verdict.")(trace)
+
+
+@kafka_client_options
+def trace(
+    event_id: str = typer.Argument(..., help="The event id (a UUID, or a stock outbox's id) from the outbox row or the record's `id` header."),
+    topic: Optional[str] = typer.Option(None, "--topic", help="Search this topic (default: from the outbox row, else every outbox topic)."),
+    group: Optional[list[str]] = typer.Option(None, "--group", "-g", help="Only these consumer groups (repeatable)."),
+    database_url: Optional[str] = typer.Option(None, "--database-url", help="A role that may read the outbox (else POSTBOX_ADMIN_DATABASE_URL, POSTBOX_MAINT_DATABASE_URL, the local stack's postbox_maint)."),
+    marker_ttl: Optional[str] = TtlOpt,
+    max_scan: int = typer.Option(2_000_000, "--max-scan", min=1, help="Examine at most this many Kafka records."),
+    no_redis_scan: bool = typer.Option(False, "--no-redis-scan", help="Do not SCAN Redis for markers under other anchors."),
+    json_output: bool = JsonOpt,
+    kafka_bootstrap: Optional[str] = KafkaOpt,
+    redis_url: Optional[str] = RedisOpt,
+) -> int:
+    from postbox.incident.redis_state import RedisState
+    from postbox.incident.trace import read_outbox_row, reading_database_url, trace_event
+
+    eid = parse_event_id(event_id)
+    ttl = resolve_ttl(marker_ttl)
+    settings = settings_for(kafka_bootstrap=kafka_bootstrap, redis_url=redis_url)
+    url, source = reading_database_url(database_url, settings.database_url)
+    row = read_outbox_row(url, source, eid)
+    state = RedisState(settings.redis_url)
+    try:
+        state.ping()
+        with kafka_for(settings) as kafka:
+            kafka.ping()
+            result = trace_event(
+                eid, kafka=kafka, redis_state=state, outbox=row, topic=topic, groups=list(group or []) or None,
+                marker_ttl=ttl, max_scan=max_scan, scan_redis=not no_redis_scan, progress_factory=progress,
+            )
+    finally:
+        state.close()
+    if json_output:
+        print_json(result.as_dict())
+    else:
+        _print_trace(result)
+    return 1 if result.problem else 0
+
+
+def _print_outbox(row: dict[str, Any]) -> None:
+    if row["state"] == "found":
+        committed = f", committed {row['committed_at']}" if row.get("committed_at") else ""
+        console.print(f"  outbox   row in {row['partition']}: {row['aggregate_type']}/{row['aggregate_id']} {row['event_type']},"
+                      f" created {row['created_at']}{committed}, {row['payload_bytes']} payload bytes", highlight=False)
+    elif row["state"] == "absent":
+        console.print("  outbox   no row (removed by retention, or never written)", highlight=False)
+    else:
+        console.print(f"  outbox   [yellow]{row['state']}[/]: {escape(row.get('reason', ''))}"
+                      + (f" — {escape(row['fix'])}" if row.get("fix") else ""), highlight=False)
+
+
+def _print_trace(result: Any) -> None:
+    console.print(f"[bold]event {result.event_id}[/]")
+    _print_outbox(result.outbox)
+    rec = result.record
+    if rec is not None:
+        dup = f" (+{len(result.records) - 1} redelivered copies)" if len(result.records) > 1 else ""
+        console.print(f"  kafka    {rec.topic}[{rec.partition}]@{rec.offset} at {rec.timestamp}, key {rec.key}{dup}", highlight=False)
+    else:
+        console.print(f"  kafka    not found in {', '.join(result.topics_searched) or 'no topic'} ({result.scanned:,} records searched)", highlight=False)
+    colors = {"applied": "green", "waiting": "yellow", "dead-lettered": "red", "failed": "red", "consumed-no-marker": "yellow"}
+    for g in result.groups:
+        marker = f", marker {g.marker['key']}" if g.marker else ""
+        console.print(f"  group    {g.group}: [{colors.get(g.status, 'white')}]{g.status}[/] (committed {number(g.committed)},"
+                      f" {g.members} member(s){escape(marker)})", highlight=False, soft_wrap=True)
+        console.print(f"           {escape(g.summary)}", highlight=False, soft_wrap=True)
+    for d in result.dead_letters:
+        console.print(f"  dlq      {d.ref} group {d.group}: {escape(str(d.error_class))}: {escape(str(d.error))}", highlight=False)
+    for note in result.notes:
+        console.print(f"  [dim]note: {escape(note)}[/]")
+    color = "red" if result.problem else ("yellow" if result.status == "waiting" else "green")
+    console.print(f"[bold {color}]verdict:[/] {escape(result.verdict)}", highlight=False, soft_wrap=True)
