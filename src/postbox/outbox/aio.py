@@ -15,11 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
 from postbox.codec.avro import AvroCodec
 from postbox.errors import OutboxError
 from postbox.outbox.policy import Retention
-from postbox.outbox.rows import DELETE_SQL, INSERT_SQL, EmittedEvent, Event, PreparedRow, RowFactory
+from postbox.outbox.rows import EmittedEvent, Event, RowFactory
+from postbox.outbox.statements import Statement, fold_into, statements_for
 from postbox.outbox.transaction_check import require_transaction
 
 
@@ -66,34 +68,63 @@ class AsyncOutbox:
             aggregate_type, aggregate_id, event_type, payload,
             version=version, traceparent=traceparent, event_id=event_id,
         )
-        await self._send(conn, [row])
+        await self._send(conn, statements_for([row], self.retention))
         return row.event
 
     async def emit_many(self, conn: psycopg.AsyncConnection[Any], events: Iterable[Event]) -> list[EmittedEvent]:
-        """Write many events in ``conn``'s current transaction, in order, one INSERT each.
+        """Write many events in ``conn``'s current transaction, in order.
 
-        Every event is validated and encoded before the first is sent. The INSERTs go through
-        one pipeline (``executemany``), so a batch costs about one round trip, never a COPY or
-        a multi-row INSERT (Debezium needs one insert per event, dbz#1554).
+        Every event is validated and encoded before the first is sent. The batch goes as one
+        INSERT of binary arrays per chunk of up to 5,000 events (one round trip), never COPY:
+        each event stays its own WAL record, which Debezium needs (dbz#1554).
         """
         rows = [self.rows.prepare_event(e) for e in events]
-        await self._send(conn, rows)
+        if rows:
+            await self._send(conn, statements_for(rows, self.retention))
         return [r.event for r in rows]
 
-    async def _send(self, conn: psycopg.AsyncConnection[Any], rows: Sequence[PreparedRow]) -> None:
-        if not rows:
-            return
+    async def execute_and_emit(
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        query: str | sql.Composable,
+        params: Sequence[Any] | None,
+        aggregate_type: str,
+        aggregate_id: str | int | uuid.UUID,
+        event_type: str,
+        payload: Mapping[str, Any],
+        *,
+        version: int | None = None,
+        traceparent: str | None = None,
+        event_id: uuid.UUID | None = None,
+    ) -> tuple[psycopg.AsyncCursor[Any], EmittedEvent]:
+        """Run the caller's statement with the event's INSERT folded into it: one statement.
+
+        ``query`` (one SELECT/INSERT/UPDATE/DELETE with positional placeholders) becomes
+        ``WITH postbox_event AS (INSERT INTO postbox.outbox ...) <query>``; the returned cursor
+        holds the query's own results. The payload is checked before any SQL, as in ``emit``.
+        """
+        row = self.rows.prepare(
+            aggregate_type, aggregate_id, event_type, payload,
+            version=version, traceparent=traceparent, event_id=event_id,
+        )
+        text = query if isinstance(query, str) else query.as_string(conn)
+        cur = await self._send(conn, fold_into(text, params, row, self.retention))
+        return cur, row.event
+
+    async def _send(self, conn: psycopg.AsyncConnection[Any], statements: Sequence[Statement]) -> psycopg.AsyncCursor[Any]:
+        """Send ``statements`` in the caller's transaction; the cursor holds the first one's results."""
         require_transaction(conn)
         try:
-            async with conn.cursor() as cur:
-                if len(rows) == 1:
-                    await cur.execute(INSERT_SQL, rows[0].params)
-                    if self.retention is Retention.DELETE:
-                        await cur.execute(DELETE_SQL, (rows[0].event.id,))
-                else:
-                    await cur.executemany(INSERT_SQL, [r.params for r in rows])
-                    if self.retention is Retention.DELETE:
-                        await cur.executemany(DELETE_SQL, [(r.event.id,) for r in rows])
+            cur = conn.cursor()
+            if len(statements) == 1:
+                await cur.execute(*statements[0], prepare=True)
+                return cur
+            async with conn.pipeline():  # several statements travel together: one round trip
+                await cur.execute(*statements[0], prepare=True)
+                async with conn.cursor() as more:
+                    for query, params in statements[1:]:
+                        await more.execute(query, params, prepare=True)
+            return cur
         except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName) as exc:
             raise OutboxError(
                 f"the outbox table postbox.outbox does not exist in this database ({exc.diag.message_primary})",

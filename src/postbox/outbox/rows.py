@@ -25,18 +25,18 @@ from postbox.schemas.repository import SchemaRepository
 from postbox.topics import topic_for
 
 
-def _sql(name: str) -> str:
+def sql_text(name: str) -> str:
     """A statement from ``outbox/sql/`` without its comment lines (they would ride every Parse)."""
     text = resources.files("postbox.outbox").joinpath("sql").joinpath(name).read_text(encoding="utf-8")
     return " ".join(line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("--"))
 
 
-INSERT_SQL = _sql("insert.sql")
+INSERT_SQL = sql_text("insert.sql")
 MAX_PAYLOAD_ENV = "POSTBOX_MAX_PAYLOAD_BYTES"
 #: Below Kafka's default 1 MiB record limit (broker message.max.bytes, Connect's max.request.size),
 #: leaving room for the key and the router's headers.
 MAX_PAYLOAD_BYTES = int(os.environ.get(MAX_PAYLOAD_ENV) or 1_000_000)
-DELETE_SQL = _sql("delete.sql")
+DELETE_SQL = sql_text("delete.sql")
 
 
 @dataclass(frozen=True)
