@@ -1,7 +1,9 @@
 """Test your consumer handlers against a real Redis, without Kafka.
 
 A handler is ``handler(event, fx) -> None``: it reads the :class:`~postbox.events.Event` and
-describes its Redis changes on ``fx`` (an :class:`~postbox.effects.Effects`). The harness runs it,
+describes its Redis changes on ``fx`` (an :class:`~postbox.effects.Effects`), sync or ``async def``.
+The harness runs it the way the runtime does (:mod:`postbox.consumer.invoke`: async handlers to
+completion on the harness's own event loop, a returned value refused by name),
 applies the effects through the same engine and Lua script the consumer runtime uses, and lets
 you look at the keys::
 
@@ -24,6 +26,7 @@ failure streams of its (unique) consumer group.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
@@ -32,6 +35,8 @@ from typing import Any, Mapping
 
 import redis
 
+from postbox.consumer import invoke
+from postbox.consumer.app import App
 from postbox.effects import ApplyResult, Effects, EffectsEngine, EventRef, RoutingKey, event_ref
 from postbox.events import Event
 
@@ -97,12 +102,24 @@ class EffectsHarness:
         self.engine = EffectsEngine(self.redis, self.group, functions_dir=functions_dir, strict_slots=strict_slots)
         self.touched: set[bytes] = set()
         self.results: list[ApplyResult] = []
+        self._loop: asyncio.Runner | None = None
 
     def effects_of(self, handler: Handler, event: Event) -> Effects:
-        """Run the handler and return the effects it described, without touching Redis."""
-        fx = Effects()
-        handler(event, fx)
-        return fx
+        """Run the handler and return the effects it described, without touching Redis.
+
+        The runtime's own path (:mod:`postbox.consumer.invoke`): an ``async def`` handler is run to
+        completion on this harness's event loop (one for its lifetime, like the consumer's), an
+        :class:`~postbox.consumer.App` dispatches to the route's handler, and a handler returning
+        anything but None raises :class:`~postbox.consumer.invoke.HandlerResultError`."""
+        if isinstance(handler, App):
+            route = handler.route(event.aggregate_type, event.event_type)
+            return invoke.run(route.handler, event, name=route.name, runner=self._runner())
+        return invoke.run(handler, event, runner=self._runner())
+
+    def _runner(self) -> asyncio.Runner:
+        if self._loop is None:
+            self._loop = asyncio.Runner()
+        return self._loop
 
     def ref_of(self, handler: Handler, event: Event, routing_key: RoutingKey | None = None) -> EventRef:
         """The event's identity as the runtime makes it: an :class:`~postbox.consumer.App` routes by
@@ -168,6 +185,9 @@ class EffectsHarness:
 
     def close(self) -> None:
         self.cleanup()
+        if self._loop is not None:
+            self._loop.close()
+            self._loop = None
         if self._own_client:
             self.redis.close()
 

@@ -42,7 +42,6 @@ so ``EffectsHarness().deliver(app, event)`` tests the whole routing table withou
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import re
 from collections.abc import Awaitable, Callable, Iterable
@@ -50,6 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, Union
 
+from postbox.consumer import invoke
 from postbox.effects import Effects, EventRef, RoutingKey, event_ref
 from postbox.errors import HandlerRegistrationError, NoHandlerError
 from postbox.events import Event
@@ -222,15 +222,15 @@ class App:
     # -- calling -----------------------------------------------------------------------------------
 
     def __call__(self, event: Event, fx: Effects) -> None:
-        """Dispatch one event and run its handler to completion (async handlers included).
+        """Dispatch one event and run its handler to completion into ``fx`` (an async handler on a
+        fresh event loop), through the runtime's own path (:mod:`postbox.consumer.invoke`): a
+        handler returning anything but None raises :class:`~postbox.consumer.invoke.HandlerResultError`.
 
-        For tests and scripts; the runtime dispatches a batch itself and runs async handlers of
-        one batch concurrently on its own event loop.
+        For tests and scripts; the runtime dispatches a batch itself and runs the async handlers of
+        one batch concurrently on the one event loop it owns.
         """
         route = self.route(event.aggregate_type, event.event_type)
-        result = route.handler(event, fx)
-        if inspect.isawaitable(result):
-            asyncio.run(_await(result))
+        invoke.run(route.handler, event, fx, name=route.name)
 
     def event_ref(self, event: Event) -> EventRef:
         """The event's identity for the effects engine under the route that handles it."""
@@ -238,10 +238,6 @@ class App:
 
     def __repr__(self) -> str:
         return f"App({self.name!r}, {len(self._routes)} handler(s){', catch-all' if self._catch_all else ''})"
-
-
-async def _await(awaitable: Awaitable[Any]) -> Any:
-    return await awaitable
 
 
 def _name(func: Any) -> str:

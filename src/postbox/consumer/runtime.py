@@ -31,7 +31,6 @@ flowing. Re-applying is safe: events whose effects already landed come back as d
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import os
 import signal
@@ -55,7 +54,7 @@ from postbox.consumer.backoff import Backoff
 from postbox.consumer.batch import Batch, Fate
 from postbox.consumer.config import ConsumerConfig
 from postbox.consumer.decoding import Decoder, parse_created_at
-from postbox.consumer.handler_errors import Verdict, classify
+from postbox.consumer.invoke import HandlerFailed, Invoker, Job, Outcome
 from postbox.consumer.instance import instance_fenced
 from postbox.consumer.deadletter import DeadLetters, Failure, Origin, one_line
 from postbox.consumer.logs import log_event
@@ -150,7 +149,8 @@ class ConsumerRuntime:
         #: Replaced by one with the schema codec once it is loaded at start-up.
         self.decoder = Decoder(app, None)
         self._stop = threading.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
+        #: Runs handlers; its event loop (async handlers; made on first use) is closed at shutdown.
+        self.invoker = Invoker(config.handler_retries, self.backoff, asyncio.Runner(), self._handler_retry)
         self._next_lag = 0.0
         self._last_kafka_error = ("", 0.0)
         #: Set when librdkafka reports a refused login or TLS handshake, or that another process
@@ -194,7 +194,6 @@ class ConsumerRuntime:
         self.dead_letters = DeadLetters(cfg.kafka_bootstrap, cfg.group, client_id=self.client_id + "-dlq",
                                         properties=cfg.kafka_properties)  # fmt: skip
         self.consumer = kafka_config.open_client(Consumer, self._kafka_config(), cfg.kafka_properties)
-        self._loop = asyncio.new_event_loop()
         code = EXIT_OK
         try:
             self.consumer.subscribe(
@@ -247,9 +246,7 @@ class ConsumerRuntime:
             self.consumer = None
         if self.dead_letters is not None:
             self.dead_letters.close()
-        if self._loop is not None:
-            self._loop.close()
-            self._loop = None
+        self.invoker.runner.close()
         log_event(log, logging.INFO, "consumer stopped", group=self.config.group)
 
     def _leave_group(self) -> None:
@@ -445,20 +442,28 @@ class ConsumerRuntime:
         return state.owed.get(item.offset) if state is not None else None
 
     def _run_handlers(self, items: list[_Item], batch: Batch) -> None:
-        pending: list[_Item] = []
+        """Sync handlers in offset order (a transient failure stops its partition there); the async
+        ones of the batch gathered on the consumer's loop (:mod:`postbox.consumer.invoke`)."""
+        pending: list[tuple[_Item, Job]] = []
         for item in items:
-            if item.route is None or item.failure is not None or batch.covers(item.tp, item.offset):
+            route, event = item.route, item.event
+            if route is None or event is None or item.failure is not None or batch.covers(item.tp, item.offset):
                 continue
-            if item.route.is_async:
-                pending.append(item)
+            if route.is_async:
+                pending.append((item, (route.handler, route.name, event, route.transient)))
                 continue
-            self._run_sync(item)
+            _settle(item, self.invoker.call(route.handler, route.name, event, route.transient))
             _block_transient(item, batch)
         if pending:
-            assert self._loop is not None
-            self._loop.run_until_complete(self._gather(pending))
-            for item in pending:
+            outcomes = self.invoker.gather([job for _, job in pending])
+            for (item, _), outcome in zip(pending, outcomes):
+                _settle(item, outcome)
                 _block_transient(item, batch)
+
+    def _handler_retry(self, name: str, event: Event, exc: BaseException, attempt: int) -> None:
+        self.metrics.handler_retries.labels(self.config.group).inc()
+        log_event(log, logging.WARNING, "handler raised; retrying in place", handler=name, error=f"{type(exc).__name__}: {exc}",
+                  attempt=attempt, topic=event.topic, partition=event.partition, offset=event.offset)
 
     def _apply(self, items: list[_Item], to_apply: list[_Item], batch: Batch) -> "list[ApplyResult]":
         """One engine.apply for ``to_apply``; a transient failure blocks each partition at its
@@ -549,70 +554,6 @@ class ConsumerRuntime:
             item.failure = outcome
         else:
             item.event, item.route, item.ref = outcome
-
-    def _run_sync(self, item: _Item) -> None:
-        route, event = item.route, item.event
-        assert route is not None and event is not None
-        retries = self.config.handler_retries
-        while True:
-            item.attempts += 1
-            fx = Effects()
-            try:
-                result = route.handler(event, fx)
-                if inspect.isawaitable(result):  # a sync callable returning a coroutine
-                    assert self._loop is not None
-                    self._loop.run_until_complete(_await(result))
-                item.fx = fx
-                return
-            except Exception as exc:  # noqa: BLE001 - every handler error is classified
-                if not self._handler_failed(item, exc, retries):
-                    return
-            time.sleep(self.backoff.delay(item.attempts) / 4)
-
-    async def _gather(self, items: list[_Item]) -> None:
-        await asyncio.gather(*(self._run_async(i) for i in items))
-
-    async def _run_async(self, item: _Item) -> None:
-        route, event = item.route, item.event
-        assert route is not None and event is not None
-        retries = self.config.handler_retries
-        while True:
-            item.attempts += 1
-            fx = Effects()
-            try:
-                await route.handler(event, fx)  # type: ignore[misc]
-                item.fx = fx
-                return
-            except Exception as exc:  # noqa: BLE001
-                if not self._handler_failed(item, exc, retries):
-                    return
-            await asyncio.sleep(self.backoff.delay(item.attempts) / 4)
-
-    def _handler_failed(self, item: _Item, exc: Exception, retries: int) -> bool:
-        """Classify a handler exception (:mod:`postbox.consumer.handler_errors`); True to retry in place."""
-        route = item.route
-        assert route is not None
-        verdict = classify(exc, route.transient)
-        if verdict is Verdict.TRANSIENT:
-            item.failure = Failure(classes.transient(type(exc).__name__), f"{route.name} raised {type(exc).__name__}: {one_line(str(exc))}",
-                                   item.attempts, kind=classes.TRANSIENT)
-            return False
-        if verdict is Verdict.PERMANENT:
-            item.failure = Failure(classes.handler_refused(exc), f"{route.name}: {one_line(str(exc))}", item.attempts)
-            item.exc = exc
-            return False
-        if item.attempts <= retries:
-            self.metrics.handler_retries.labels(self.config.group).inc()
-            log_event(log, logging.WARNING, "handler raised; retrying in place", handler=route.name, error=f"{type(exc).__name__}: {exc}",
-                      attempt=item.attempts, **_where(item))
-            return True
-        item.failure = Failure(
-            classes.handler_gave_up(exc),
-            f"{route.name} raised {type(exc).__name__}: {one_line(str(exc))} (after {item.attempts} attempt(s))",
-            item.attempts,
-        )
-        item.exc = exc
-        return False
 
     def _account(self, items: list[_Item], results: list[ApplyResult], batch: Batch) -> None:
         now = datetime.now(timezone.utc)
@@ -807,8 +748,12 @@ class ConsumerRuntime:
 # -- helpers ---------------------------------------------------------------------------------------
 
 
-async def _await(awaitable: Any) -> Any:
-    return await awaitable
+def _settle(item: _Item, outcome: Outcome) -> None:
+    if isinstance(outcome, HandlerFailed):
+        item.failure, item.exc = outcome.failure, outcome.exc
+        item.attempts = outcome.failure.attempts
+    else:
+        item.fx = outcome
 
 
 def _show(partitions: Iterable[TopicPartition]) -> str:
