@@ -67,6 +67,16 @@ class DecodeError(PostboxError):
     """Bytes read from a topic cannot be turned into a payload (a permanent failure: dead-letter it)."""
 
 
+class PayloadTypeError(DecodeError):
+    """A payload cannot be built as the class its handler annotated (``Event[OrderPaid]``): a field
+    is missing or of another type. Permanent, like any payload that does not decode: the schema
+    check at start-up makes it rare (events with no schema, hand-made test events)."""
+
+    def __init__(self, message: str, *, field: str | None = None, fix: str | None = None) -> None:
+        super().__init__(message, fix=fix)
+        self.field = field
+
+
 class OutboxError(PostboxError):
     """The outbox table cannot be written: it is missing, or the role lacks a privilege."""
 

@@ -27,6 +27,16 @@ event.aggregate_id)`` gives its keys. A handler that writes keys of another slot
 
     @app.handler("payment", "PaymentCaptured", routing_key=lambda e: aggregate_keys("order", e.payload["order_id"])())
 
+A handler may ask for its payload as a dataclass or TypedDict instead of a mapping (the classes
+``postbox schemas codegen`` writes from ``schemas/``)::
+
+    @app.handler("payment", "PaymentCaptured")
+    def on_captured(event: Event[PaymentCaptured], fx: Effects) -> None:
+        fx.hincrby(k("totals"), "captured_cents", event.payload.amount_cents)
+
+The class is checked against the event's reader schema when the app starts (see
+:mod:`postbox.payloads`); ``routing_key`` still receives the event with its mapping payload.
+
 Changing a handler's routing key moves its markers, like renaming the group: events the group
 applied before the change would apply again if redelivered (see docs/effects.md).
 
@@ -53,6 +63,7 @@ from postbox.consumer import invoke
 from postbox.effects import Effects, EventRef, RoutingKey, event_ref
 from postbox.errors import HandlerRegistrationError, NoHandlerError
 from postbox.events import Event
+from postbox.payloads.handler import typed, wants_typed_payload
 
 Handler = Callable[[Event, Effects], Union[None, Awaitable[None]]]
 H = TypeVar("H", bound=Callable[..., Any])
@@ -156,6 +167,8 @@ class App:
                     f"{label} {value!r} for handler {_name(func)}: expected a name of letters, digits, '.', '_', '-' or '*'"
                 )
         _check_signature(func)
+        if wants_typed_payload(func):
+            func = typed(func)  # builds Event[P]'s payload before each call (postbox.payloads)
         if routing_key is not None and not callable(routing_key):
             raise HandlerRegistrationError(f"routing_key of handler {_name(func)} must be callable as routing_key(event)")
         declared = tuple(transient)

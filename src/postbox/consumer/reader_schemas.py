@@ -5,19 +5,25 @@ schema of that name. Without the file every such record would fail to decode, on
 a time, for a mistake in the deployment: so a missing schema is a configuration error found at
 start-up (the consumer stops with exit code 1, names the missing file and dead-letters nothing).
 
+Typed handlers (``event: Event[OrderPaid]``) are held to the same reader schemas here
+(:mod:`postbox.payloads.check`): a payload class that cannot read its schema stops the consumer at
+start-up too.
+
 Apps that only read JSON outboxes (a stock Debezium outbox) pass ``App(require_schemas=False)``.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from postbox.codec.avro import AvroCodec
 from postbox.errors import ConfigError, UnknownEventError
 from postbox.resources import SCHEMAS_DIR_ENV, schemas_dir
-from postbox.schemas.repository import SchemaRepository
+from postbox.payloads.check import check_routes
+from postbox.schemas.repository import EventSchema, SchemaRepository
 
 if TYPE_CHECKING:
     from postbox.consumer.app import App
@@ -47,7 +53,21 @@ def load_reader_codec(app: "App", config: "ConsumerConfig") -> AvroCodec | None:
     repository = SchemaRepository.load(folder)
     _check_handlers(repository, folder, needed)
     _check_reader_versions(repository, folder, app.reader_versions)
+    check_routes(app.routes, reader_schema_lookup(repository, app.reader_versions))
     return AvroCodec(repository)
+
+
+def reader_schema_lookup(repository: SchemaRepository, pinned: dict[tuple[str, str], int]) -> Callable[[str, str], EventSchema | None]:
+    """``(aggregate type, event type) -> the schema the consumer reads that event into`` (pinned or
+    latest), None when the folder has none: what typed handlers are checked against."""
+
+    def schema_for(aggregate_type: str, event_type: str) -> EventSchema | None:
+        try:
+            return repository.get(aggregate_type, event_type, pinned.get((aggregate_type, event_type)))
+        except UnknownEventError:
+            return None
+
+    return schema_for
 
 
 def _check_handlers(repository: SchemaRepository, folder: Path, needed: list[tuple[str, str]]) -> None:
