@@ -7,9 +7,11 @@ is a :class:`DecodeError` naming the field (dead-lettered), and missing fields w
 it. Fields the schema does not know are dropped, as Avro's schema resolution drops fields a newer
 writer added, so a producer one version ahead does not dead-letter its events.
 
-JSON has no bytes, dates or timestamps: values are checked as Avro's JSON encoding writes them
-(a ``timestamp-millis`` is a number of milliseconds, ``bytes`` a string). Unions take the plain
-value (``"coupon": "X"`` or ``null``), not Avro's tagged ``{"string": "X"}``.
+JSON has no dates, timestamps or decimals: values of logical types are read into the Python types
+the Avro decoder gives (``datetime``, ``date``, ``Decimal``, ``UUID``; see
+:mod:`postbox.codec.json_logical` for the spellings accepted), so a handler sees the same payload
+whichever encoding its event came in. ``bytes`` are strings, as in Avro's JSON encoding. Unions
+take the plain value (``"coupon": "X"`` or ``null``), not Avro's tagged ``{"string": "X"}``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from postbox.codec.json_logical import read_logical
 from postbox.codec.validate import PRIMITIVES, Invalid, validate
 from postbox.schemas.repository import EventSchema
 
@@ -39,6 +42,10 @@ def _read(schema: Any, names: Mapping[str, Any], datum: Any, path: str) -> Any:
         return [_read(schema["items"], names, item, f"{path}[{i}]") for i, item in enumerate(datum)]
     if kind == "map" and isinstance(datum, Mapping):
         return {k: _read(schema["values"], names, v, f"{path}[{k!r}]") for k, v in datum.items()}
+    if isinstance(schema, Mapping) and "logicalType" in schema:
+        handled, value = read_logical(schema, datum, path)
+        if handled:
+            return value
     if _json_bytes(schema, datum):
         return datum
     validate(schema, names, datum, path)  # primitives, enums, logical types; names the misfit
