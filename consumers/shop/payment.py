@@ -7,11 +7,14 @@ OrderPlaced never charges twice, and PaymentCaptured/PaymentFailed are emitted t
 in the charge's own transaction only when the row is new, so they are never emitted twice either.
 The Redis projection (status per order, totals per shard) goes through the effects engine, so it
 is applied exactly once per event even when the database work is re-run by a redelivery.
+
+The database connection is a resource of the app: a start-up hook opens it once per process, the
+handlers take it by parameter name (``db``), and a shutdown hook closes it on SIGTERM.
 """
 
 from __future__ import annotations
 
-import threading
+import logging
 
 from postbox.consumer import App
 from postbox.effects import Effects
@@ -21,31 +24,39 @@ from consumers.shop.keys import PaymentKeys
 from consumers.shop.payment_service import Database, Outcome, charge_order, refund_order
 
 app = App("payment")
+log = logging.getLogger(__name__)
 
 
 def shard_slot(event: Event) -> str:
     """Routing key: the order's payment shard (its marker lives with the projection it writes)."""
     return PaymentKeys(event.payload["order_id"]).status
-_local = threading.local()
 
 
-def database() -> Database:
-    """One connection per thread (handlers may run on several threads)."""
-    db = getattr(_local, "db", None)
-    if db is None:
-        db = _local.db = Database()
-    return db
+@app.on_startup
+def db() -> Database:
+    """The payment database, opened once per process (a start-up failure names this hook); the
+    handlers take it by parameter name."""
+    database = Database()
+    database.connection()
+    return database
+
+
+@app.on_shutdown
+def close_db(db: Database) -> None:
+    db.close()
 
 
 @app.handler("order", "OrderPlaced", routing_key=shard_slot)
-def charge(event: Event, fx: Effects) -> None:
-    outcome = database().run(lambda conn: charge_order(conn, event.payload))
+def charge(event: Event, fx: Effects, db: Database) -> None:
+    outcome = db.run(lambda conn: charge_order(conn, event.payload))
+    log.info("order charged: %s", outcome.status)
     project_charge(event, fx, outcome)
 
 
 @app.handler("order", "OrderCancelled", routing_key=shard_slot)
-def refund(event: Event, fx: Effects) -> None:
-    outcome = database().run(lambda conn: refund_order(conn, event.payload["order_id"]))
+def refund(event: Event, fx: Effects, db: Database) -> None:
+    outcome = db.run(lambda conn: refund_order(conn, event.payload["order_id"]))
+    log.info("order refund: %s", outcome.status)
     project_refund(event, fx, outcome)
 
 

@@ -16,6 +16,7 @@ providers' test cards), and so is a customer without a card on file.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -153,6 +154,8 @@ class Database:
         self.url = url
         self.retry_for = retry_for
         self._conn: psycopg.Connection[Any] | None = None
+        #: One call at a time: a transaction must not interleave with another thread's.
+        self._lock = threading.Lock()
 
     def connection(self) -> psycopg.Connection[Any]:
         if self._conn is None or self._conn.closed:
@@ -165,6 +168,10 @@ class Database:
         return self._conn
 
     def run(self, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
+        with self._lock:
+            return self._run(fn)
+
+    def _run(self, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
         deadline = time.monotonic() + self.retry_for
         delay = 0.1
         while True:

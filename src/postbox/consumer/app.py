@@ -40,7 +40,9 @@ The class is checked against the event's reader schema when the app starts (see
 Changing a handler's routing key moves its markers, like renaming the group: events the group
 applied before the change would apply again if redelivered (see docs/effects.md).
 
-A handler is ``handler(event: Event, fx: Effects) -> None``, sync or ``async``. It only *describes*
+A handler is ``handler(event: Event, fx: Effects) -> None``, sync or ``async``; parameters after
+``fx`` receive resources by name — what the app's start-up hooks made (``@app.on_startup``, see
+:mod:`postbox.consumer.lifecycle`), e.g. ``def charge(event, fx, db: ConnectionPool)``. It only *describes*
 what the event changes (on ``fx``); the runtime applies the descriptions of a whole batch through
 the effects engine, exactly once per group. Lookup order: exact (aggregate, event type), then the
 aggregate's wildcard, then the event type on any aggregate, then the catch-all. No match →
@@ -52,14 +54,17 @@ so ``EffectsHarness().deliver(app, event)`` tests the whole routing table withou
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, Union
 
 from postbox.consumer import invoke
+from postbox.consumer.lifecycle import HANDLER_PARAMS, Lifecycle, resource_params
 from postbox.effects import Effects, EventRef, RoutingKey, event_ref
 from postbox.errors import HandlerRegistrationError, NoHandlerError
 from postbox.events import Event
@@ -86,6 +91,9 @@ class Route:
     #: Exception classes this handler declares transient (retried with backoff, never
     #: dead-lettered), on top of the built-in table of :mod:`postbox.consumer.handler_errors`.
     transient: tuple[type[BaseException], ...] = ()
+    #: The resources (start-up hook names) the handler takes after ``event, fx``; ``handler``
+    #: is then a wrapper that passes them, so every caller calls ``handler(event, fx)``.
+    resources: tuple[str, ...] = ()
 
     def event_ref(self, event: Event) -> EventRef:
         """The event's identity for the effects engine (id + routing tag) under this route."""
@@ -125,6 +133,7 @@ class App:
         self.reader_versions = dict(reader_versions or {})
         self._routes: dict[tuple[str, str], Route] = {}
         self._catch_all: Route | None = None
+        self.lifecycle = Lifecycle()
 
     # -- registration ---------------------------------------------------------------------------
 
@@ -166,7 +175,10 @@ class App:
                 raise HandlerRegistrationError(
                     f"{label} {value!r} for handler {_name(func)}: expected a name of letters, digits, '.', '_', '-' or '*'"
                 )
-        _check_signature(func)
+        needs = resource_params(func, skip=HANDLER_PARAMS, what="handler")
+        _check_signature(func, needs)
+        if needs:
+            func = self._bind_resources(func, needs)  # callable as handler(event, fx) from here on
         if wants_typed_payload(func):
             func = typed(func)  # builds Event[P]'s payload before each call (postbox.payloads)
         if routing_key is not None and not callable(routing_key):
@@ -174,7 +186,7 @@ class App:
         declared = tuple(transient)
         if not all(isinstance(cls, type) and issubclass(cls, BaseException) for cls in declared):
             raise HandlerRegistrationError(f"transient= of handler {_name(func)} must list exception classes, got {declared!r}")
-        route = Route(aggregate_type, event_type, func, _is_async(func), routing_key, declared)
+        route = Route(aggregate_type, event_type, func, _is_async(func), routing_key, declared, needs)
         if aggregate_type == ANY and event_type == ANY:
             if self._catch_all is not None:
                 raise HandlerRegistrationError(
@@ -189,6 +201,66 @@ class App:
                 fix="register one handler per (aggregate type, event type) and call helpers from it",
             )
         self._routes[(aggregate_type, event_type)] = route
+
+    def _bind_resources(self, func: Handler, needs: tuple[str, ...]) -> Handler:
+        """``func`` callable as ``handler(event, fx)``: its resources are looked up at each call
+        (they exist only between the app's start-up and shutdown)."""
+        lifecycle, who = self.lifecycle, f"handler {_name(func)}"
+
+        def kwargs() -> dict[str, Any]:
+            return {n: lifecycle.resource(n, who) for n in needs}
+
+        if _is_async(func):
+            @functools.wraps(func)
+            async def bound_async(event: Event, fx: Effects) -> Any:
+                return await func(event, fx, **kwargs())  # type: ignore[misc]
+
+            return bound_async
+
+        @functools.wraps(func)
+        def bound(event: Event, fx: Effects) -> Any:
+            return func(event, fx, **kwargs())
+
+        return bound
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def on_startup(self, func: H) -> H:
+        """Decorator: run ``func`` once when the app starts; its return value is the resource
+        named after it, passed to handlers and hooks with a parameter of that name."""
+        self.lifecycle.add_startup(func)
+        return func
+
+    def on_shutdown(self, func: H) -> H:
+        """Decorator: run ``func`` once when the app stops (SIGTERM, a clean stop, a failed
+        start-up), if every resource it takes by parameter name was made."""
+        self.lifecycle.add_shutdown(func)
+        return func
+
+    def start(self) -> None:
+        """Check every resource parameter names a start-up hook, then run the start-up hooks
+        (:class:`~postbox.errors.ConfigError` naming the hook when one fails)."""
+        self.lifecycle.check({f"handler {r.name}": r.resources for r in self.routes if r.resources})
+        self.lifecycle.start()
+
+    def stop(self) -> None:
+        """Run the shutdown hooks (reverse order) of the resources that were made."""
+        self.lifecycle.stop()
+
+    @contextmanager
+    def started(self) -> Iterator[Mapping[str, Any]]:
+        """``with app.started() as resources:`` — start-up hooks on entry, shutdown hooks on exit;
+        for tests and scripts (``postbox consume`` does this itself)."""
+        self.start()
+        try:
+            yield self.lifecycle.resources
+        finally:
+            self.stop()
+
+    @property
+    def resources(self) -> Mapping[str, Any]:
+        """The resources the start-up hooks made (empty before start and after stop)."""
+        return self.lifecycle.resources
 
     # -- lookup ------------------------------------------------------------------------------------
 
@@ -262,7 +334,7 @@ def _is_async(func: Any) -> bool:
     return inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(target)
 
 
-def _check_signature(func: Any) -> None:
+def _check_signature(func: Any, resources: tuple[str, ...] = ()) -> None:
     if not callable(func):
         raise HandlerRegistrationError(f"handler {func!r} is not callable")
     try:
@@ -270,9 +342,10 @@ def _check_signature(func: Any) -> None:
     except (TypeError, ValueError):
         return  # builtins and some C callables: trust them
     try:
-        sig.bind(object(), object())
+        sig.bind(object(), object(), **{n: object() for n in resources})
     except TypeError:
         raise HandlerRegistrationError(
-            f"handler {_name(func)}{sig} cannot be called as handler(event, fx)",
-            fix="define it as `def handler(event: Event, fx: Effects) -> None` (or async def)",
+            f"handler {_name(func)}{sig} cannot be called as handler(event, fx) (parameters after fx: resources by name)",
+            fix="define it as `def handler(event: Event, fx: Effects) -> None` (or async def); "
+            "parameters after fx name resources of @app.on_startup hooks",
         ) from None

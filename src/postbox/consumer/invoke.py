@@ -28,6 +28,7 @@ import inspect
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
@@ -150,9 +151,19 @@ class Invoker:
     backoff: Backoff
     runner: asyncio.Runner
     on_retry: OnRetry | None = None
+    #: Entered around each event's attempts (the runtime's log context and span: its retry lines
+    #: and the handler's own lines belong to the event); in an async handler's own task.
+    scope: Callable[[Event], AbstractContextManager[Any]] | None = None
+
+    def _scope(self, event: Event) -> AbstractContextManager[Any]:
+        return self.scope(event) if self.scope is not None else nullcontext()
 
     def call(self, handler: Handler, name: str, event: Event, transient: tuple[type[BaseException], ...] = ()) -> Outcome:
         """Run one handler (a sync one; an async one is awaited on the consumer's loop)."""
+        with self._scope(event):
+            return self._call(handler, name, event, transient)
+
+    def _call(self, handler: Handler, name: str, event: Event, transient: tuple[type[BaseException], ...]) -> Outcome:
         attempt = 0
         while True:
             attempt += 1
@@ -172,9 +183,14 @@ class Invoker:
         """Run async handlers concurrently on the consumer's loop; outcomes in the order of ``jobs``."""
 
         async def all_of() -> list[Outcome]:
-            return list(await asyncio.gather(*(self._call_async(*job) for job in jobs)))
+            return list(await asyncio.gather(*(self._call_async_scoped(*job) for job in jobs)))
 
         return self.runner.run(all_of())
+
+    async def _call_async_scoped(self, handler: Handler, name: str, event: Event,
+                                 transient: tuple[type[BaseException], ...]) -> Outcome:
+        with self._scope(event):  # in this job's own task: its context is the task's copy
+            return await self._call_async(handler, name, event, transient)
 
     async def _call_async(self, handler: Handler, name: str, event: Event, transient: tuple[type[BaseException], ...]) -> Outcome:
         attempt = 0

@@ -3,6 +3,14 @@
 ``configure("json")`` prints one JSON object per line on stderr (``ts``, ``level``, ``logger``,
 ``msg`` and the fields); ``configure("text")`` prints ``msg key=value ...``. Call sites use
 :func:`log_event` so both formats get the same fields.
+
+The log context: :func:`log_context` binds fields to the current context (a ``contextvars``
+variable, so each thread and each asyncio task has its own), and every line written inside it —
+by postbox's loggers *and by any other logger*, a handler's ``logging.getLogger(__name__)``
+included — carries them. The runtime binds the group for its whole run and, around each handler
+call, the event's fields (:func:`event_fields`: topic, partition, offset, event id, event type,
+trace id). :func:`configure` sends every logger of the process (the root logger) to stderr in the
+chosen format, so a handler's own lines are neither dropped nor printed in another format.
 """
 
 from __future__ import annotations
@@ -10,10 +18,63 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime, timezone
 from typing import Any
 
+from postbox.events import Event
+
 _FIELDS = "postbox_fields"
+_CONTEXT = "postbox_context"
+
+_context: ContextVar[Mapping[str, Any] | None] = ContextVar("postbox_log_context", default=None)
+
+
+@contextmanager
+def log_context(**fields: Any) -> Iterator[None]:
+    """Add ``fields`` (None values left out) to every log line written inside the block."""
+    token = _context.set({**(_context.get() or {}), **{k: v for k, v in fields.items() if v is not None}})
+    try:
+        yield
+    finally:
+        _context.reset(token)
+
+
+def current_context() -> Mapping[str, Any]:
+    """The fields bound here now (for tests and for code that hands work to another thread)."""
+    return _context.get() or {}
+
+
+def event_fields(event: Event) -> dict[str, Any]:
+    """The fields that say which event a line belongs to; ``trace_id`` is the W3C trace id of
+    the ``traceparent`` the writer captured (None without one)."""
+    return {"topic": event.topic, "partition": event.partition, "offset": event.offset, "event_id": event.id,
+            "event_type": event.event_type, "aggregate_type": event.aggregate_type,
+            "trace_id": trace_id_of(event.headers.get("traceparent"))}  # fmt: skip
+
+
+def trace_id_of(traceparent: str | None) -> str | None:
+    """The trace id (second field) of a ``version-traceid-parentid-flags`` header, else None."""
+    if not traceparent:
+        return None
+    parts = traceparent.split("-")
+    return parts[1] if len(parts) >= 4 and len(parts[1]) == 32 else None
+
+
+class ContextFilter(logging.Filter):
+    """Copies the log context onto each record when it is written (in the writing thread/task)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not hasattr(record, _CONTEXT):
+            setattr(record, _CONTEXT, _context.get() or {})
+        return True
+
+
+def _fields_of(record: logging.LogRecord) -> dict[str, Any]:
+    """Context fields first, the call site's own fields over them."""
+    return {**(getattr(record, _CONTEXT, None) or {}), **(getattr(record, _FIELDS, None) or {})}
 
 
 def log_event(logger: logging.Logger, level: int, msg: str, **fields: Any) -> None:
@@ -29,7 +90,7 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "msg": record.getMessage(),
         }
-        data.update(getattr(record, _FIELDS, None) or {})
+        data.update(_fields_of(record))
         if record.exc_info:
             data["exc"] = self.formatException(record.exc_info)
         return json.dumps(data, default=str, ensure_ascii=False)
@@ -41,7 +102,7 @@ class TextFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         line = super().format(record)
-        fields = getattr(record, _FIELDS, None)
+        fields = _fields_of(record)
         if fields:
             line += " " + " ".join(f"{k}={_short(v)}" for k, v in fields.items())
         return line
@@ -55,12 +116,18 @@ def _short(value: Any) -> str:
 
 
 def configure(log_format: str = "text", level: str = "INFO") -> None:
-    """Send the ``postbox`` loggers to stderr in ``log_format`` (replaces earlier handlers)."""
+    """Send every logger of the process to stderr in ``log_format`` at ``level`` (replaces the
+    root logger's handlers): postbox's lines and a handler's own, each with the log context."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
-    root = logging.getLogger("postbox")
+    handler.addFilter(ContextFilter())
+    root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
-    root.propagate = False
+    ours = logging.getLogger("postbox")
+    for old in list(ours.handlers):
+        ours.removeHandler(old)
+    ours.setLevel(logging.NOTSET)
+    ours.propagate = True

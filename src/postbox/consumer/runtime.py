@@ -57,7 +57,8 @@ from postbox.consumer.decoding import Decoder, parse_created_at
 from postbox.consumer.invoke import HandlerFailed, Invoker, Job, Outcome
 from postbox.consumer.instance import instance_fenced
 from postbox.consumer.deadletter import DeadLetters, Failure, Origin, one_line
-from postbox.consumer.logs import log_event
+from postbox.consumer.event_scope import event_scope
+from postbox.consumer.logs import event_fields, log_context, log_event
 from postbox.consumer.metrics import Metrics
 from postbox.consumer.partition_state import PartitionState, pending
 from postbox.effects import ApplyResult, Effects, EffectsEngine, EventRef
@@ -150,7 +151,8 @@ class ConsumerRuntime:
         self.decoder = Decoder(app, None)
         self._stop = threading.Event()
         #: Runs handlers; its event loop (async handlers; made on first use) is closed at shutdown.
-        self.invoker = Invoker(config.handler_retries, self.backoff, asyncio.Runner(), self._handler_retry)
+        self.invoker = Invoker(config.handler_retries, self.backoff, asyncio.Runner(), self._handler_retry,
+                               scope=lambda event: event_scope(event, config.group))  # log context, span
         self._next_lag = 0.0
         self._last_kafka_error = ("", 0.0)
         #: Set when librdkafka reports a refused login or TLS handshake, or that another process
@@ -175,7 +177,9 @@ class ConsumerRuntime:
         """Run until :meth:`stop` (or a signal). Returns the process exit code."""
         previous = self._install_signals() if self.install_signals else {}
         try:
-            return self._run()
+            # every line of the run carries the group; start-up hooks before, shutdown hooks after
+            with log_context(group=self.config.group), self.app.started():
+                return self._run()
         except Stopped:
             return EXIT_OK
         finally:
@@ -584,6 +588,10 @@ class ConsumerRuntime:
         assert failure is not None
         self._topic_metrics(item.tp[0])[3].inc()
         self.metrics.failures.labels(self.config.group, item.tp[0], failure.error_class, failure.kind).inc()
+        with log_context(**(event_fields(item.event) if item.event else {})):
+            self._log_dead_letter(item, failure)
+
+    def _log_dead_letter(self, item: _Item, failure: Failure) -> None:
         log_event(log, logging.WARNING, "permanent failure: dead-lettered", error_class=failure.error_class, error=failure.error,
                   event_id=item.event.id if item.event else _header_id(item.msg), attempts=failure.attempts, **_where(item),
                   **({"exc_info": item.exc} if item.exc is not None else {}))  # fmt: skip

@@ -1,0 +1,58 @@
+"""One OpenTelemetry span per handled event, a child of the ``traceparent`` the writer captured.
+
+Optional: with the ``otel`` extra installed (``pip install 'postbox-cdc[otel]'``) and a tracer
+provider configured by the application (the OpenTelemetry SDK, an exporter), each handler call
+runs inside a CONSUMER span named ``<aggregate_type>.<event_type> process`` whose parent is the
+span that emitted the event — so one trace runs from the request that wrote the outbox row to the
+handler that applied it. Without OpenTelemetry nothing changes and nothing is imported; with the
+API but no SDK the spans are OpenTelemetry's no-ops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from postbox.events import Event
+
+try:
+    from opentelemetry import trace as _trace
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    _PROPAGATOR: Any = TraceContextTextMapPropagator()
+except ImportError:  # the optional extra is not installed
+    _trace = None  # type: ignore[assignment]
+    _PROPAGATOR = None
+
+TRACER_NAME = "postbox.consumer"
+
+
+def enabled() -> bool:
+    """True when OpenTelemetry's API is importable."""
+    return _trace is not None
+
+
+@contextmanager
+def event_span(event: Event, group: str | None) -> Iterator[None]:
+    """Run the block inside the event's span (a no-op without OpenTelemetry)."""
+    if _trace is None:
+        yield
+        return
+    traceparent = event.headers.get("traceparent")
+    parent = _PROPAGATOR.extract({"traceparent": traceparent}) if traceparent else None
+    attributes: dict[str, Any] = {
+        "messaging.system": "kafka",
+        "messaging.operation.type": "process",
+        "messaging.destination.name": event.topic or "",
+        "messaging.destination.partition.id": str(event.partition) if event.partition is not None else "",
+        "messaging.kafka.offset": event.offset if event.offset is not None else -1,
+        "messaging.message.id": event.id,
+        "messaging.consumer.group.name": group or "",
+        "postbox.aggregate_type": event.aggregate_type,
+        "postbox.event_type": event.event_type,
+    }
+    tracer = _trace.get_tracer(TRACER_NAME)
+    with tracer.start_as_current_span(f"{event.aggregate_type}.{event.event_type} process", context=parent,
+                                      kind=_trace.SpanKind.CONSUMER, attributes=attributes):  # fmt: skip
+        yield
