@@ -5,11 +5,12 @@ Two start-up hooks (``journal``, then ``tally`` which takes ``journal``) and the
 write one line each to the file ``POSTBOX_TEST_HOOK_LOG`` names, so a test sees which ran, how
 often and in which order. ``POSTBOX_TEST_FAIL_HOOK=tally`` makes ``tally`` raise. The handler takes
 ``tally`` by parameter name, counts its calls there, and logs through its own logger (not
-``postbox``) at INFO and WARNING; ``Refused`` events log an error and raise ValueError (dead-lettered).
+``postbox``) at INFO and WARNING; ``Awaited`` events go to an async handler that logs at INFO; ``Refused`` events log an error and raise ValueError (dead-lettered).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from pathlib import Path
@@ -65,3 +66,10 @@ def counted(event: Event, fx: Effects, tally: dict[str, int]) -> None:
 def refused(event: Event, fx: Effects) -> None:
     log.error("refusing %s", event.id)
     raise ValueError("refused on purpose")
+
+
+@app.handler("*", "Awaited")
+async def awaited(event: Event, fx: Effects, tally: dict[str, int]) -> None:
+    await asyncio.sleep(0)
+    log.info("awaited seq %s", event.payload["seq"])
+    fx.hincrby(aggregate_keys(event.aggregate_type, event.aggregate_id)("count"), "n", 1)

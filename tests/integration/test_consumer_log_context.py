@@ -27,6 +27,7 @@ def topic_with_events(settings, unique):
     create_topic(settings.kafka_bootstrap, topic, 1)
     records = [json_event(agg, "a1", "Counted", i, event_id=str(uuid.uuid4()), partition=0) for i in range(3)]
     records.append(json_event(agg, "a1", "Refused", 3, event_id=str(uuid.uuid4()), partition=0))
+    records += [json_event(agg, f"b{i}", "Awaited", 4 + i, event_id=str(uuid.uuid4()), partition=0) for i in range(2)]
     produce(settings.kafka_bootstrap, topic, records)
     ids = {r[2][0][1].decode(): offset for offset, r in enumerate(records)}
     return topic, ids
@@ -37,7 +38,7 @@ def _run(settings, topic: str, group: str, log_format: str, path) -> list[str]:
     proc = ConsumerProcess("tests.apps.lifecycle:app", env, path,
                            ["--group", group, "--topics", topic, "--log-format", log_format, "--handler-retries", "1"])
     try:
-        wait_for(lambda: proc.alive() and committed(settings.kafka_bootstrap, group, topic, 1)[0] == 4, 60, "4 committed")
+        wait_for(lambda: proc.alive() and committed(settings.kafka_bootstrap, group, topic, 1)[0] == 6, 60, "6 committed")
         assert proc.terminate() == 0
     finally:
         proc.close()
@@ -54,7 +55,7 @@ def test_json_lines_of_handlers_and_postbox_carry_the_event(settings, unique, tm
             continue  # librdkafka's own stderr lines (routed through the logger by #15.2, not this item)
         records.append(json.loads(line))  # every other line is JSON: the handler's included
     ours = [r for r in records if r["logger"] == "shop.lifecycle_test"]
-    assert [r["level"] for r in ours].count("info") == 3  # logger.info() is no longer dropped
+    assert [r["level"] for r in ours].count("info") == 3 + 2  # logger.info() is no longer dropped
     # the Refused event: one call and one in-place retry (more when the first dead letter of a new
     # DLQ topic is not acknowledged and the partition retries)
     assert [r["level"] for r in ours].count("warning") == 1 and [r["level"] for r in ours].count("error") >= 2
@@ -65,7 +66,11 @@ def test_json_lines_of_handlers_and_postbox_carry_the_event(settings, unique, tm
         assert all(record.get(f) is not None for f in FIELDS), record
         assert record["group"] == group and record["topic"] == topic and record["partition"] == 0
         assert record["trace_id"] == TRACE_ID and ids[record["event_id"]] == record["offset"]
-    assert {r["event_type"] for r in per_event} == {"Counted", "Refused"}
+    assert {r["event_type"] for r in per_event} == {"Counted", "Refused", "Awaited"}
+    # async handlers of one batch run concurrently, each in its own task with its own event's context
+    awaited = {r["event_id"]: r["msg"] for r in ours if r["event_type"] == "Awaited"}
+    assert sorted(awaited.values()) == ["awaited seq 4", "awaited seq 5"] and len(awaited) == 2
+    assert all(f"seq {ids[eid]}" in msg for eid, msg in awaited.items())
     # lines outside an event carry the group but no event
     started = next(r for r in records if r["msg"] == "consumer subscribed")
     assert started["group"] == group and "event_id" not in started
@@ -75,10 +80,10 @@ def test_text_lines_carry_the_same_fields(settings, unique, tmp_path, topic_with
     topic, ids = topic_with_events
     group = f"test-logs-text-{unique}"
     lines = [line for line in _run(settings, topic, group, "text", tmp_path / "text.log") if "shop.lifecycle_test:" in line]
-    assert len(lines) >= 3 + 1 + 2
+    assert len(lines) >= 3 + 1 + 2 + 2
     for line in lines:
         fields = dict(re.findall(r" (\w+)=(\S+)", line))
         assert fields["group"] == group and fields["topic"] == topic and fields["partition"] == "0"
         assert fields["trace_id"] == TRACE_ID and ids[fields["event_id"]] == int(fields["offset"])
-        assert fields["event_type"] in ("Counted", "Refused")
+        assert fields["event_type"] in ("Counted", "Refused", "Awaited")
     assert any(" INFO " in line and "handler counted seq 0" in line for line in lines)
