@@ -1,4 +1,5 @@
-"""`postbox schemas`: check compatibility of every event's versions; list schemas and fingerprints."""
+"""`postbox schemas`: check compatibility of every event's versions; list schemas and fingerprints;
+write the payload classes typed handlers read (`codegen`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from rich.table import Table
 
 from postbox.cli.output import console, print_json
 
-schemas_app = typer.Typer(help="Avro event schemas: compatibility check and listing.", no_args_is_help=True)
+schemas_app = typer.Typer(help="Avro event schemas: compatibility check, listing, payload classes.", no_args_is_help=True)
 
 DirOption = typer.Option(None, "--dir", help="event schemas folder (default: POSTBOX_SCHEMAS_DIR, else ./schemas)")
 
@@ -78,6 +79,36 @@ def list_schemas(
         version = f"v{r['version']}" + (" (latest)" if r["latest"] else "")
         table.add_row(r["aggregate_type"], r["event_type"], version, r["fingerprint"], ", ".join(r["fields"]))
     console.print(table)
+    return 0
+
+
+@schemas_app.command("codegen")
+def codegen(
+    directory: Optional[Path] = DirOption,
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="the module to write (default: print it)"),
+    check: bool = typer.Option(False, "--check", help="write nothing; exit 1 when --out differs from what the schemas give (for CI)"),
+) -> int:
+    """One Python module of dataclasses, one per event type (latest version), for Event[...] handlers."""
+    from postbox.payloads.codegen import generate
+    from postbox.schemas.repository import SchemaRepository
+
+    folder = _folder(directory)
+    text = generate(SchemaRepository.load(folder), source=f"{folder.name}/")
+    if out is None:
+        if check:
+            raise typer.BadParameter("--check compares with a file: give it with --out", param_hint="--check")
+        typer.echo(text, nl=False)
+        return 0
+    current = out.read_text(encoding="utf-8") if out.exists() else None
+    if check:
+        if current != text:
+            console.print(f"[red]✗[/] {out} is stale: it does not match {folder}; run `postbox schemas codegen --out {out}`", highlight=False)
+            raise typer.Exit(1)
+        console.print(f"{out} matches {folder}", highlight=False)
+        return 0
+    if current != text:
+        out.write_text(text, encoding="utf-8")
+    console.print(f"{out}: payload classes of {folder} ({'written' if current != text else 'unchanged'})", highlight=False)
     return 0
 
 
