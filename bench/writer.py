@@ -11,6 +11,7 @@ Measured side by side in one run (scenarios interleaved, several rounds, medians
   emit_delete business INSERT + emit + DELETE           (retention: delete-in-transaction)
   base_plain  business INSERT only, no pipeline         (BEGIN, INSERT, COMMIT: 3 round trips)
   emit_plain  business INSERT + emit as its own round trip (no pipeline)
+  emit_folded the business INSERT with the event folded into it (execute_and_emit: one statement)
   batch       emit_many of N events in one transaction
 
 and the pgbench-equivalent references (no postbox code: a hand-made statement, payload bytes and
@@ -20,6 +21,13 @@ database's:
   reference        business INSERT + one hand-made outbox INSERT      (partitioned postbox.outbox)
   reference_plain  the same into an unpartitioned copy of the outbox  (partitioning's own cost)
   reference_message business INSERT + pg_logical_emit_message(true, ...)  (no table row at all)
+
+and, for batches, the same N events written by hand (ids and payload bytes made in advance, no
+postbox code), each in one transaction, interleaved with ``batch``:
+
+  batch_copy        COPY ... FROM STDIN (FORMAT BINARY)            (the fastest the database takes)
+  batch_insert      the same one-statement unnest INSERT emit_many sends
+  batch_statements  one INSERT per event through one pipeline      (what emit_many sent before #17)
 
 and the off-path cost of each retention: dropping a partition of R rows vs deleting them.
 
@@ -38,6 +46,7 @@ import time
 import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import NamedTuple
 
 import psycopg
 
@@ -50,6 +59,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from postbox.codec import AvroCodec  # noqa: E402
 from postbox.db import init_database  # noqa: E402
 from postbox.outbox import Event, Outbox, Retention  # noqa: E402
+from postbox.outbox.rows import INSERT_SQL  # noqa: E402
+from postbox.outbox.statements import CHUNK_MAX_ROWS, INSERT_MANY_SQL  # noqa: E402
 from postbox.outbox.uuid7 import uuid7  # noqa: E402
 from postbox.schemas import SchemaRepository  # noqa: E402
 from postbox.settings import Settings  # noqa: E402
@@ -126,6 +137,9 @@ def one_tx(kind: str, conn: psycopg.Connection, outbox: Outbox, outbox_delete: O
         with conn.pipeline(), conn.transaction():
             conn.execute(BUSINESS_SQL, ("c-1", i))
             conn.execute(REFERENCE_SQL[kind], ref.params(kind, i))
+    elif kind == "emit_folded":
+        with conn.pipeline(), conn.transaction():
+            outbox.execute_and_emit(conn, BUSINESS_SQL, ("c-1", i), "order", f"o-{i}", "OrderPlaced", PAYLOAD)
     elif kind in ("base", "emit", "emit_delete"):
         with conn.pipeline(), conn.transaction():
             conn.execute(BUSINESS_SQL, ("c-1", i))
@@ -140,9 +154,46 @@ def one_tx(kind: str, conn: psycopg.Connection, outbox: Outbox, outbox_delete: O
                 outbox.emit(conn, "order", f"o-{i}", "OrderPlaced", PAYLOAD)
 
 
-def measure_tps(kind: str, url: str, outboxes: tuple[Outbox, Outbox], payload: bytes, clients: int, seconds: float) -> float:
+class Cpu(NamedTuple):
+    """CPU seconds spent so far by this client process and by its server backend.
+
+    Why: on a shared machine a run's transaction rate swings with everyone else's load, while
+    the CPU time a transaction costs (client and server process together) moves far less; on a
+    CPU-bound machine the rate ratio of two scenarios is the inverse of their cost ratio.
+    The server side is read from /proc (the local stack's backend runs on this host).
+    """
+
+    client: float
+    server: float
+
+    @classmethod
+    def now(cls, backend_pid: int) -> "Cpu":
+        try:
+            fields = Path(f"/proc/{backend_pid}/stat").read_text().rsplit(")", 1)[1].split()
+            server = (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS  # utime + stime
+        except OSError:  # the server is on another host: no server figure
+            server = float("nan")
+        return cls(time.process_time(), server)
+
+    def __sub__(self, other: "Cpu") -> "Cpu":  # type: ignore[override]
+        return Cpu(self.client - other.client, self.server - other.server)
+
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+class Round(NamedTuple):
+    """One round of one scenario: work done per second, and CPU µs per unit of work."""
+
+    rate: float
+    client_us: float
+    server_us: float
+
+
+def measure_tps(kind: str, url: str, outboxes: tuple[Outbox, Outbox], payload: bytes, clients: int, seconds: float) -> Round:
     """Committed transactions per second over ``clients`` client *processes* (like pgbench's
-    clients: threads would share one GIL and measure Python's lock instead of the database)."""
+    clients: threads would share one GIL and measure Python's lock instead of the database),
+    and the CPU each transaction cost in the clients and their server backends."""
     ctx = multiprocessing.get_context("fork")
     results = ctx.Queue()
     start_at = time.monotonic() + 0.5  # every client starts (after its warm-up) at once
@@ -157,10 +208,11 @@ def measure_tps(kind: str, url: str, outboxes: tuple[Outbox, Outbox], payload: b
                     time.sleep(0.001)
                 stop = start_at + seconds
                 n = 0
+                before = Cpu.now(conn.info.backend_pid)
                 while time.monotonic() < stop:
                     one_tx(kind, conn, *outboxes, ref, n)
                     n += 1
-                results.put(("ok", n))
+                results.put(("ok", (n, Cpu.now(conn.info.backend_pid) - before)))
         except BaseException as exc:  # noqa: BLE001 - reported by the parent
             results.put(("error", repr(exc)))
 
@@ -173,16 +225,46 @@ def measure_tps(kind: str, url: str, outboxes: tuple[Outbox, Outbox], payload: b
     errors = [detail for status, detail in outcomes if status == "error"]
     if errors:
         raise RuntimeError(f"{kind}: a client failed: {errors[0]}")
-    return sum(n for _, n in outcomes) / seconds
+    done = sum(n for _, (n, _cpu) in outcomes)
+    client = sum(cpu.client for _, (_n, cpu) in outcomes)
+    server = sum(cpu.server for _, (_n, cpu) in outcomes)
+    return Round(done / seconds, client / done * 1e6, server / done * 1e6)
 
 
-def measure_batch(url: str, outbox: Outbox, size: int) -> float:
+def cost_us(rounds: list[Round]) -> tuple[float, float]:
+    """Median client and server CPU µs per unit of work over the rounds."""
+    return statistics.median(r.client_us for r in rounds), statistics.median(r.server_us for r in rounds)
+
+
+BATCH_KINDS = ("batch", "batch_copy", "batch_insert", "batch_statements")
+COPY_SQL = "COPY postbox.outbox (id, aggregate_type, aggregate_id, event_type, payload, traceparent) FROM STDIN (FORMAT BINARY)"
+
+
+def measure_batch(kind: str, url: str, outbox: Outbox, payload: bytes, size: int) -> Round:
+    """Events per second of one transaction writing ``size`` events the way ``kind`` says, and CPU µs per event."""
     events = [Event("order", f"o-{i % 100}", "OrderPlaced", PAYLOAD) for i in range(size)]
+    rows = [(uuid7(), "order", f"o-{i % 100}", "OrderPlaced", payload, None) for i in range(size)]
     with psycopg.connect(url) as conn:
+        before = Cpu.now(conn.info.backend_pid)
         started = time.perf_counter()
         with conn.transaction():
-            outbox.emit_many(conn, events)
-        return size / (time.perf_counter() - started)
+            if kind == "batch":
+                outbox.emit_many(conn, events)
+            elif kind == "batch_copy":
+                with conn.cursor().copy(COPY_SQL) as copy:
+                    copy.set_types(["uuid", "text", "text", "text", "bytea", "text"])
+                    for row in rows:
+                        copy.write_row(row)
+            elif kind == "batch_insert":
+                for start in range(0, size, CHUNK_MAX_ROWS):
+                    chunk = rows[start:start + CHUNK_MAX_ROWS]
+                    conn.execute(INSERT_MANY_SQL, tuple(list(col) for col in zip(*chunk)))
+            else:
+                with conn.pipeline(), conn.cursor() as cur:
+                    cur.executemany(INSERT_SQL, rows)
+        elapsed = time.perf_counter() - started
+        cpu = Cpu.now(conn.info.backend_pid) - before
+        return Round(size / elapsed, cpu.client / size * 1e6, cpu.server / size * 1e6)
 
 
 def measure_retention(admin: str, rows: int) -> tuple[float, float]:
@@ -227,15 +309,24 @@ def main() -> None:
     codec = AvroCodec(SchemaRepository.load(ROOT / "schemas"))
     outboxes = (Outbox(codec=codec, retention=Retention.PARTITIONS), Outbox(codec=codec, retention=Retention.DELETE))
     payload = codec.encode("order", "OrderPlaced", PAYLOAD)
-    kinds = ["base", "emit", "emit_delete", "base_plain", "emit_plain", *REFERENCE_SQL]
-    results: dict[str, list[float]] = {k: [] for k in kinds}
+    load_before = os.getloadavg()
+    kinds = ["base", "emit", "emit_folded", "emit_delete", "base_plain", "emit_plain", *REFERENCE_SQL]
+    results: dict[str, list[Round]] = {k: [] for k in kinds}
     for r in range(rounds):
         order = kinds if r % 2 == 0 else list(reversed(kinds))  # interleave against drift
         for kind in order:
             results[kind].append(measure_tps(kind, url, outboxes, payload, args.clients, seconds))
-    tps = {k: statistics.median(v) for k, v in results.items()}
-    batch_rates = [measure_batch(url, outboxes[0], batch) for _ in range(rounds)]
-    batch_eps = statistics.median(batch_rates)
+    tps = {k: statistics.median(r.rate for r in v) for k, v in results.items()}
+    cost = {k: cost_us(v) for k, v in results.items()}
+    total = {k: sum(c) for k, c in cost.items()}
+    batch_rates: dict[str, list[Round]] = {k: [] for k in BATCH_KINDS}
+    for r in range(rounds):
+        for kind in BATCH_KINDS if r % 2 == 0 else reversed(BATCH_KINDS):
+            batch_rates[kind].append(measure_batch(kind, url, outboxes[0], payload, batch))
+    eps = {k: statistics.median(r.rate for r in v) for k, v in batch_rates.items()}
+    batch_cost = {k: cost_us(v) for k, v in batch_rates.items()}
+    batch_eps = eps["batch"]
+    load_after = os.getloadavg()
     drop_s, delete_s = measure_retention(admin, retention_rows)
 
     figures = {
@@ -248,6 +339,8 @@ def main() -> None:
         "base_plain_tps": round(tps["base_plain"], 1),
         "emit_plain_tps": round(tps["emit_plain"], 1),
         "emit_tps_ratio": round(tps["emit"] / tps["base"], 3),
+        "emit_folded_tps": round(tps["emit_folded"], 1),
+        "emit_folded_tps_ratio": round(tps["emit_folded"] / tps["base"], 3),
         "emit_delete_tps_ratio": round(tps["emit_delete"] / tps["base"], 3),
         "emit_separate_round_trip_tps_ratio": round(tps["emit_plain"] / tps["base_plain"], 3),
         "reference_tps": round(tps["reference"], 1),
@@ -258,14 +351,34 @@ def main() -> None:
         "reference_message_tps_ratio": round(tps["reference_message"] / tps["base"], 3),
         "batch_size": batch,
         "batch_events_per_s": round(batch_eps, 1),
+        "batch_copy_events_per_s": round(eps["batch_copy"], 1),
+        "batch_insert_events_per_s": round(eps["batch_insert"], 1),
+        "batch_statements_events_per_s": round(eps["batch_statements"], 1),
+        "batch_vs_copy": round(batch_eps / eps["batch_copy"], 3),
+        "batch_vs_hand_insert": round(batch_eps / eps["batch_insert"], 3),
+        "batch_vs_statements": round(batch_eps / eps["batch_statements"], 3),
+        "load_average_1m": [round(load_before[0], 1), round(load_after[0], 1)],
+        # CPU µs per transaction (per event for batches): [client, server backend]; their ratios
+        # are what the rate ratios would be on a CPU-bound machine with no other load.
+        "cpu_us": {k: [round(c, 1), round(sv, 1)] for k, (c, sv) in {**cost, **batch_cost}.items()},
+        "emit_cpu_ratio": round(total["base"] / total["emit"], 3),
+        "emit_folded_cpu_ratio": round(total["base"] / total["emit_folded"], 3),
+        "reference_cpu_ratio": round(total["base"] / total["reference"], 3),
+        "emit_vs_reference_cpu": round(total["reference"] / total["emit"], 3),
+        "partitioned_vs_unpartitioned_cpu": round(total["reference_plain"] / total["reference"], 3),
+        "reference_message_cpu_ratio": round(total["base"] / total["reference_message"], 3),
+        "emit_delete_cpu_ratio": round(total["base"] / total["emit_delete"], 3),
+        "batch_vs_copy_cpu": round(sum(batch_cost["batch_copy"]) / sum(batch_cost["batch"]), 3),
+        "cpus": os.cpu_count(),
         "retention_rows": retention_rows,
         "retention_drop_partition_s": round(drop_s, 4),
         "retention_delete_and_vacuum_s": round(delete_s, 4),
     }
-    print(f"{'scenario':<48}{'tx/s':>10}{'vs base':>10}")
+    print(f"{'scenario':<48}{'tx/s':>10}{'vs base':>10}{'client µs':>11}{'server µs':>11}{'cpu vs base':>12}")
     for label, kind, base in [
         ("business insert (pipeline)", "base", "base"),
         ("+ emit, same round trip [partitions]", "emit", "base"),
+        ("+ emit folded into it (execute_and_emit)", "emit_folded", "base"),
         ("+ emit + delete in tx [delete]", "emit_delete", "base"),
         ("business insert (no pipeline)", "base_plain", "base_plain"),
         ("+ emit as its own round trip", "emit_plain", "base_plain"),
@@ -273,11 +386,16 @@ def main() -> None:
         ("+ hand-made INSERT, unpartitioned table", "reference_plain", "base"),
         ("+ pg_logical_emit_message(true, ...)", "reference_message", "base"),
     ]:
-        print(f"{label:<48}{tps[kind]:>10.1f}{tps[kind] / tps[base]:>10.3f}")
-    print(f"{'batch emit_many of ' + str(batch) + ' (events/s)':<48}{batch_eps:>10.1f}")
+        print(f"{label:<48}{tps[kind]:>10.1f}{tps[kind] / tps[base]:>10.3f}"
+              f"{cost[kind][0]:>11.1f}{cost[kind][1]:>11.1f}{total[base] / total[kind]:>12.3f}")
+    for label, kind in [("batch emit_many", "batch"), ("  hand-made COPY (binary)", "batch_copy"),
+                        ("  hand-made unnest INSERT", "batch_insert"), ("  one INSERT per event, pipelined", "batch_statements")]:
+        print(f"{label + ' of ' + str(batch) + ' (events/s)':<48}{eps[kind]:>10.1f}{batch_eps / eps[kind]:>10.3f}"
+              f"{batch_cost[kind][0]:>11.1f}{batch_cost[kind][1]:>11.1f}{sum(batch_cost[kind]) / sum(batch_cost['batch']):>12.3f}")
     print(f"{'retention of ' + str(retention_rows) + ' rows: DROP partition (s)':<48}{drop_s:>10.4f}")
     print(f"{'retention of ' + str(retention_rows) + ' rows: DELETE + VACUUM (s)':<48}{delete_s:>10.4f}")
     print(f"{'emit vs the hand-made reference':<48}{'':>10}{tps['emit'] / tps['reference']:>10.3f}")
+    print(f"load average (1 min) before/after: {load_before[0]:.1f}/{load_after[0]:.1f} on {os.cpu_count()} CPUs")
     if not args.keep_db:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(BENCH_DB)))
