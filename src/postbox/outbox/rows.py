@@ -12,6 +12,7 @@ import uuid
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from collections.abc import Iterable
 from typing import Any, Mapping
 
 from postbox.codec.avro import AvroCodec
@@ -19,7 +20,7 @@ from postbox.codec.json_codec import JsonCodec
 from postbox.errors import PayloadError
 from postbox.outbox.deliverable import aggregate_type_problem, event_type_problem, key_problem
 from postbox.outbox.trace import resolve_traceparent
-from postbox.outbox.uuid7 import uuid7
+from postbox.outbox.uuid7 import uuid7, uuid7_many
 from postbox.resources import schemas_dir as resolve_schemas_dir
 from postbox.schemas.repository import SchemaRepository
 from postbox.topics import topic_for
@@ -112,16 +113,38 @@ class RowFactory:
         traceparent: str | None = None,
         event_id: uuid.UUID | None = None,
     ) -> PreparedRow:
-        if isinstance(aggregate_id, (int, uuid.UUID)) and not isinstance(aggregate_id, bool):
-            aggregate_id = str(aggregate_id)
-        if not isinstance(aggregate_id, str) or not aggregate_id:
-            raise PayloadError(
-                f"{aggregate_type}/{event_type}: aggregate_id {aggregate_id!r} must be a non-empty string (it is the Kafka key)",
-                event_type=event_type,
-                field="aggregate_id",
-                value=aggregate_id,
-            )
-        _require_deliverable(aggregate_type, aggregate_id, event_type)
+        key = _key(aggregate_type, aggregate_id, event_type)
+        body, schema_version = self._body(aggregate_type, event_type, payload, version)
+        return _row(event_id if event_id is not None else uuid7(), aggregate_type, key, event_type,
+                    schema_version, resolve_traceparent(traceparent), body)
+
+    def prepare_event(self, event: Event) -> PreparedRow:
+        return self.prepare(
+            event.aggregate_type,
+            event.aggregate_id,
+            event.event_type,
+            event.payload,
+            version=event.version,
+            traceparent=event.traceparent,
+        )
+
+    def prepare_many(self, events: Iterable[Event]) -> list[PreparedRow]:
+        """``prepare_event`` of each event, in order, with the per-batch work done once (#17):
+        the ambient trace context is read once and the ids are made in one go."""
+        batch = list(events)
+        ambient = resolve_traceparent(None)
+        rows = []
+        for event, event_id in zip(batch, uuid7_many(len(batch))):
+            key = _key(event.aggregate_type, event.aggregate_id, event.event_type)
+            body, schema_version = self._body(event.aggregate_type, event.event_type, event.payload, event.version)
+            trace = ambient if event.traceparent is None else resolve_traceparent(event.traceparent)
+            rows.append(_row(event_id, event.aggregate_type, key, event.event_type, schema_version, trace, body))
+        return rows
+
+    def _body(
+        self, aggregate_type: str, event_type: str, payload: Mapping[str, Any], version: int | None
+    ) -> tuple[bytes, int | None]:
+        """The payload checked and encoded (Avro or JSON), within the size limit, and its schema version."""
         if self.encoding == "avro":
             schema = self.codec.schema_for(aggregate_type, event_type, version)
             body = self.codec.encode_with(schema, payload)
@@ -144,26 +167,30 @@ class RowFactory:
                 value=f"<{len(body)} bytes>",
                 fix=f"keep large data elsewhere and put a reference in the event, or raise {MAX_PAYLOAD_ENV} together with the broker's and Connect's size limits",
             )
-        trace = resolve_traceparent(traceparent)
-        event = EmittedEvent(
-            id=event_id if event_id is not None else uuid7(),
-            aggregate_type=aggregate_type,
-            aggregate_id=aggregate_id,
-            event_type=event_type,
-            schema_version=schema_version,
-            traceparent=trace,
-        )
-        return PreparedRow(event, (event.id, aggregate_type, aggregate_id, event_type, body, trace))
+        return body, schema_version
 
-    def prepare_event(self, event: Event) -> PreparedRow:
-        return self.prepare(
-            event.aggregate_type,
-            event.aggregate_id,
-            event.event_type,
-            event.payload,
-            version=event.version,
-            traceparent=event.traceparent,
+
+def _key(aggregate_type: str, aggregate_id: str | int | uuid.UUID, event_type: str) -> str:
+    """The Kafka key as a string, refused (naming why) when the connector could not deliver it."""
+    if isinstance(aggregate_id, (int, uuid.UUID)) and not isinstance(aggregate_id, bool):
+        aggregate_id = str(aggregate_id)
+    if not isinstance(aggregate_id, str) or not aggregate_id:
+        raise PayloadError(
+            f"{aggregate_type}/{event_type}: aggregate_id {aggregate_id!r} must be a non-empty string (it is the Kafka key)",
+            event_type=event_type,
+            field="aggregate_id",
+            value=aggregate_id,
         )
+    _require_deliverable(aggregate_type, aggregate_id, event_type)
+    return aggregate_id
+
+
+def _row(
+    event_id: uuid.UUID, aggregate_type: str, aggregate_id: str, event_type: str,
+    schema_version: int | None, trace: str | None, body: bytes,
+) -> PreparedRow:
+    event = EmittedEvent(event_id, aggregate_type, aggregate_id, event_type, schema_version, trace)
+    return PreparedRow(event, (event_id, aggregate_type, aggregate_id, event_type, body, trace))
 
 
 def _require_deliverable(aggregate_type: str, aggregate_id: str, event_type: str) -> None:

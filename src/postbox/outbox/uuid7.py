@@ -29,24 +29,41 @@ def uuid7(unix_ms: int | None = None) -> uuid.UUID:
 
     ``unix_ms`` makes an id for that instant instead (random counter, outside the sequence).
     """
-    global _last_ms, _counter
     rand = int.from_bytes(os.urandom(10), "big")
     if unix_ms is not None:
         return _build(unix_ms, (rand >> 64) & _COUNTER_MAX, rand)
     with _lock:
-        ms = time.time_ns() // 1_000_000
-        if ms > _last_ms:
-            _last_ms = ms
-            _counter = (rand >> 64) & 0x7FF  # seed below half the range: room to count up
-        else:
-            # Same millisecond (or the clock stepped back): count on from the last id.
-            ms = _last_ms
-            _counter += 1
-            if _counter > _COUNTER_MAX:
-                _last_ms = ms = ms + 1
-                _counter = 0
-        counter = _counter
+        ms, counter = _next_in_sequence(rand)
     return _build(ms, counter, rand)
+
+
+def uuid7_many(n: int) -> list[uuid.UUID]:
+    """``n`` new UUIDv7s in sequence, as ``n`` calls of :func:`uuid7` would make them.
+
+    For batches: one read of the random source and one lock for all of them (#17).
+    """
+    pool = os.urandom(10 * n)
+    with _lock:
+        parts = [(rand, *_next_in_sequence(rand)) for rand in
+                 (int.from_bytes(pool[i:i + 10], "big") for i in range(0, 10 * n, 10))]
+    return [_build(ms, counter, rand) for rand, ms, counter in parts]
+
+
+def _next_in_sequence(rand: int) -> tuple[int, int]:
+    """The (millisecond, counter) of the next id of this process; call with ``_lock`` held."""
+    global _last_ms, _counter
+    ms = time.time_ns() // 1_000_000
+    if ms > _last_ms:
+        _last_ms = ms
+        _counter = (rand >> 64) & 0x7FF  # seed below half the range: room to count up
+    else:
+        # Same millisecond (or the clock stepped back): count on from the last id.
+        ms = _last_ms
+        _counter += 1
+        if _counter > _COUNTER_MAX:
+            _last_ms = ms = ms + 1
+            _counter = 0
+    return ms, _counter
 
 
 def _build(ms: int, counter: int, rand: int) -> uuid.UUID:

@@ -78,7 +78,7 @@ class Outbox:
         INSERT of binary arrays per chunk of up to 5,000 events (one round trip), never COPY:
         each event stays its own WAL record, which Debezium needs (dbz#1554).
         """
-        rows = [self.rows.prepare_event(e) for e in events]
+        rows = self.rows.prepare_many(events)
         if rows:
             self._send(conn, statements_for(rows, self.retention))
         return [r.event for r in rows]
