@@ -331,10 +331,11 @@ class RunResult:
 class E2EBench:
     def __init__(self, args: argparse.Namespace) -> None:
         from postbox.settings import Settings
+        from postbox.stack.addresses import local_stack_env
         from postbox.stack.stack import admin_database_url
 
         self.args = args
-        self.settings = Settings.load()
+        self.settings = Settings.load(local=local_stack_env())
         self.admin_url = admin_database_url()
         uid = uuid.uuid4().hex[:8]
         self.aggregates = (f"e2ecdc{uid}", f"e2epoll{uid}")

@@ -97,9 +97,10 @@ def _pom(pom: str, prop: str) -> str:
 
 def versions() -> dict[str, str]:
     from postbox.settings import Settings
+    from postbox.stack.addresses import local_stack_env
 
     out: dict[str, str] = {"python": platform.python_version()}
-    settings = Settings.load()
+    settings = Settings.load(local=local_stack_env())
     try:
         import psycopg
 

@@ -64,6 +64,7 @@ from postbox.outbox.statements import CHUNK_MAX_ROWS, INSERT_MANY_SQL  # noqa: E
 from postbox.outbox.uuid7 import uuid7  # noqa: E402
 from postbox.schemas import SchemaRepository  # noqa: E402
 from postbox.settings import Settings  # noqa: E402
+from postbox.stack.addresses import local_stack_env  # noqa: E402
 
 BENCH_DB = "postbox_bench"
 ROOT = Path(__file__).resolve().parents[1]
@@ -305,7 +306,7 @@ def main() -> None:
     retention_rows = 20_000 if args.quick else 100_000
 
     admin = admin_url()
-    url = setup(admin, Settings.load().database_url)
+    url = setup(admin, Settings.load(local=local_stack_env()).database_url)
     codec = AvroCodec(SchemaRepository.load(ROOT / "schemas"))
     outboxes = (Outbox(codec=codec, retention=Retention.PARTITIONS), Outbox(codec=codec, retention=Retention.DELETE))
     payload = codec.encode("order", "OrderPlaced", PAYLOAD)

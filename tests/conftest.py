@@ -7,6 +7,7 @@ service is missing: they fail, naming the service and the fix.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 
@@ -14,6 +15,13 @@ import pytest
 from hypothesis import settings as hypothesis_settings
 
 from postbox.settings import Settings
+from postbox.stack.addresses import local_stack_env
+
+# The tests run as a user of the local stack who did `eval "$(postbox env)"`: the library never reads
+# the stack's state folder (its passwords), so what the tests call directly finds them here. A
+# variable already set (an external stack) wins.
+for _name, _value in local_stack_env().items():
+    os.environ.setdefault(_name, _value)
 
 # A test never asserts a duration: hypothesis' default 200 ms deadline per example fails property
 # tests on a loaded 2-core machine (a first example paying for imports took 386 ms), so it is off.

@@ -30,7 +30,8 @@ LOCAL_KAFKA_PORT = 9092
 LOCAL_CONNECT_PORT = 8083
 
 #: The app role's connection on the local stack, without its password: `postbox up` generates the
-#: password into the state folder's secrets file, and :func:`local_database_url` reads it from there.
+#: password into the state folder's secrets file; the CLI reads it there (postbox.stack.addresses)
+#: and hands it in as ``Settings.load(local=...)``: the library never reads the state folder.
 DEFAULT_DATABASE_URL = f"postgresql://postbox_app@127.0.0.1:{LOCAL_PG_PORT}/postbox"
 DEFAULT_KAFKA_BOOTSTRAP = f"127.0.0.1:{LOCAL_KAFKA_PORT}"
 DEFAULT_REDIS_URL = f"redis://127.0.0.1:{LOCAL_REDIS_PORT}/0"
@@ -72,12 +73,15 @@ class Settings:
         *,
         kafka_config: str | None = None,
         kafka_set: Iterable[str] = (),
+        local: Mapping[str, str] | None = None,
         **overrides: str | None,
     ) -> "Settings":
         """Read the environment, apply non-empty overrides (flags), validate, and return.
 
         ``kafka_config`` (the ``--kafka-config`` flag, else ``POSTBOX_KAFKA_CONFIG``) names a
         librdkafka properties file; ``kafka_set`` are ``-X key=value`` assignments over it.
+        ``local``: the local stack's variables (``POSTBOX_DATABASE_URL`` with its generated
+        password, ...), handed in by the CLI; each is used where the environment sets none.
         """
         env = os.environ if environ is None else environ
         kafka = KafkaProperties.load(
@@ -97,10 +101,8 @@ class Settings:
                 values[name], sources[name] = env[var], var
             elif from_properties:
                 values[name], sources[name] = from_properties, kafka.origin("bootstrap.servers")
-            elif name == "database_url" and (local := local_database_url()):
-                values[name], sources[name] = local, "local stack"
-            elif name == "redis_url" and (local := local_redis_url(env)):
-                values[name], sources[name] = local, "local stack"
+            elif local and local.get(var):
+                values[name], sources[name] = local[var], "local stack"
             else:
                 values[name], sources[name] = _local_default(name, env), "default"
         unknown = set(overrides) - set(ENV_NAMES)
@@ -205,42 +207,3 @@ def _local_default(name: str, env: Mapping[str, str]) -> str:
         "redis_url": f"redis://127.0.0.1:{port('POSTBOX_REDIS_PORT', LOCAL_REDIS_PORT)}/0",
         "connect_url": f"http://127.0.0.1:{port('POSTBOX_CONNECT_PORT', LOCAL_CONNECT_PORT)}",
     }[name]
-
-
-def local_database_url() -> str | None:
-    """The app role's URL on the local stack, password included, if `postbox up` has made one."""
-    try:
-        from postbox.stack.layout import default_state_dir
-        from postbox.stack.secrets import read_secrets
-
-        password = read_secrets(default_state_dir() / "secrets.env").get("POSTBOX_APP_PASSWORD")
-    except Exception:  # no project folder, unreadable file: fall back to the plain default
-        return None
-    if not password:
-        return None
-    from postbox.database_url import database_url
-
-    port = os.environ.get("POSTBOX_PG_PORT") or str(LOCAL_PG_PORT)
-    return database_url(user="postbox_app", password=password, port=port)
-
-
-def local_redis_url(env: Mapping[str, str] | None = None) -> str | None:
-    """The consumer user's URL on the local stack, password included, once its Redis runs with the
-    stack's aclfile (the marker `run/redis-acl.active` names the port it was started on)."""
-    env = os.environ if env is None else env
-    port = env.get("POSTBOX_REDIS_PORT") or str(LOCAL_REDIS_PORT)
-    try:
-        from postbox.effects.acl import CONSUMER_USER
-        from postbox.stack.layout import default_state_dir
-        from postbox.stack.secrets import read_secrets
-
-        state = default_state_dir()
-        marker = state / "run" / "redis-acl.active"
-        if not marker.is_file() or marker.read_text().strip() != f"port={port}":
-            return None
-        password = read_secrets(state / "secrets.env").get("POSTBOX_REDIS_CONSUMER_PASSWORD")
-    except Exception:  # no project folder, unreadable file: fall back to the plain default
-        return None
-    if not password:
-        return None
-    return f"redis://{CONSUMER_USER}:{password}@127.0.0.1:{port}/0"

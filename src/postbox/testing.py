@@ -90,8 +90,9 @@ class EffectsHarness:
     ) -> None:
         if client is None:
             from postbox.settings import Settings
+            from postbox.stack.addresses import local_stack_env  # the test harness may know the stack
 
-            client = Settings.load().redis_url
+            client = Settings.load(local=local_stack_env()).redis_url
         self._own_client = isinstance(client, str)
         if isinstance(client, str):
             from postbox.redis_client import connect  # rediss:// and redis+cluster:// as everywhere

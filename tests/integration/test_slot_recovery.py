@@ -30,7 +30,7 @@ from psycopg.conninfo import make_conninfo
 from postbox.outbox import Outbox
 from postbox.outbox.retention import run_retention
 from postbox.slot import SLOT_NAME, slot_status
-from postbox.stack.stack import _connector_name
+from postbox.connector import default_connector_name
 from tests.support.consumers import wait_for
 from tests.support.kafka import read_until
 
@@ -41,7 +41,7 @@ class Connector:
     """The few Kafka Connect REST calls the recovery uses (as the runbook does with curl)."""
 
     def __init__(self, url: str) -> None:
-        self.base = f"{url.rstrip('/')}/connectors/{_connector_name()}"
+        self.base = f"{url.rstrip('/')}/connectors/{default_connector_name()}"
 
     def call(self, method: str, path: str = "") -> httpx.Response:
         response = httpx.request(method, self.base + path, timeout=30)

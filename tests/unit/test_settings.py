@@ -26,8 +26,18 @@ def test_environment_is_read_and_flags_override_it():
 def test_defaults_follow_moved_local_stack_ports():
     settings = Settings.load({"POSTBOX_KAFKA_PORT": "19092", "POSTBOX_REDIS_PORT": "16379", "POSTBOX_DATABASE_URL": "postgresql://a@h/db"})
     assert settings.kafka_bootstrap == "127.0.0.1:19092"
-    # (with the local stack's ACL active the URL also carries the consumer user's credentials)
-    assert settings.redis_url.startswith("redis://") and settings.redis_url.endswith("127.0.0.1:16379/0")
+    assert settings.redis_url == "redis://127.0.0.1:16379/0"
+
+
+def test_the_local_stack_s_addresses_are_handed_in_and_the_environment_wins_over_them():
+    """#15.2: Settings never reads the stack's state folder; the CLI hands its variables in as
+    ``local``. They fill what the environment leaves unset, and say so in ``sources``."""
+    local = {"POSTBOX_DATABASE_URL": "postgresql://postbox_app:generated@127.0.0.1:17432/postbox",
+             "POSTBOX_REDIS_URL": "redis://postbox_consumer:pw@127.0.0.1:17479/0"}
+    settings = Settings.load({"POSTBOX_REDIS_URL": "redis://cache:6380/2"}, local=local)
+    assert settings.database_url == local["POSTBOX_DATABASE_URL"] and settings.sources["database_url"] == "local stack"
+    assert settings.redis_url == "redis://cache:6380/2" and settings.sources["redis_url"] == "POSTBOX_REDIS_URL"
+    assert Settings.load({}).database_url == "postgresql://postbox_app@127.0.0.1:5432/postbox"
 
 
 @pytest.mark.parametrize(

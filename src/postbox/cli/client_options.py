@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import inspect
+import os
 from typing import Any, Callable, Optional, TypeVar
 
 import typer
@@ -64,10 +65,27 @@ def kafka_client_options(command: F) -> F:
 
 def command_settings(**overrides: Optional[str]) -> Settings:
     """The running command's settings: its endpoint flags (non-empty ``overrides``) and its
-    ``--kafka-config`` / ``-X`` options over the environment."""
+    ``--kafka-config`` / ``-X`` options over the environment, over the local stack's addresses."""
     kafka_config, kafka_set = current_kafka_options()
     flags: dict[str, str | None] = {k: v for k, v in overrides.items() if v}
-    return Settings.load(None, kafka_config=kafka_config, kafka_set=kafka_set, **flags)
+    return Settings.load(None, kafka_config=kafka_config, kafka_set=kafka_set, local=local_stack_env(), **flags)
+
+
+def local_stack_env() -> dict[str, str]:
+    """The local stack's variables (`postbox env` without the ones the environment sets), read from
+    its state folder: the CLI hands them to the library, which never reads that folder itself."""
+    from postbox.stack.addresses import local_stack_env as read
+
+    return read()
+
+
+def export_local_stack_env() -> None:
+    """Put the local stack's variables into this process's environment where it sets none, as
+    ``eval "$(postbox env)"`` would: for what a command runs that reads the environment itself
+    (a handler's own ``Settings.load()``, the engine's ``POSTBOX_REDIS_APPENDFSYNC``)."""
+    for key, value in local_stack_env().items():
+        if not os.environ.get(key):  # an empty variable counts as unset, as in Settings.load
+            os.environ[key] = value
 
 
 def current_kafka_options() -> tuple[Optional[str], tuple[str, ...]]:

@@ -22,7 +22,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _name(flag: Optional[str]) -> str:
-    from postbox.incident.connector import default_connector_name
+    from postbox.connector import default_connector_name
 
     return flag or default_connector_name()
 

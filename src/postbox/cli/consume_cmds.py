@@ -10,7 +10,7 @@ from typing import Optional
 
 import typer
 
-from postbox.cli.client_options import command_settings, kafka_client_options
+from postbox.cli.client_options import command_settings, export_local_stack_env, kafka_client_options
 
 
 @kafka_client_options
@@ -44,9 +44,11 @@ def consume(
     from postbox.consumer import ConsumerConfig, ConsumerRuntime, load_app
     from postbox.consumer.logs import configure
 
+    settings = command_settings(kafka_bootstrap=kafka_bootstrap, redis_url=redis_url)
+    export_local_stack_env()  # handlers and the durability check read the environment themselves
     app = load_app(app_spec)
     config = ConsumerConfig.load(
-        app=app, settings=command_settings(kafka_bootstrap=kafka_bootstrap, redis_url=redis_url),
+        app=app, settings=settings,
         group=group, topics=topics, kafka_bootstrap=kafka_bootstrap, redis_url=redis_url,
         batch_size=batch_size, batch_wait_ms=batch_wait_ms, handler_retries=handler_retries,
         backoff_base_ms=backoff_base_ms, backoff_max_ms=backoff_max_ms, marker_ttl=marker_ttl,

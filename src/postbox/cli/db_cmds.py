@@ -18,20 +18,17 @@ MAINT_ENV = "POSTBOX_MAINT_DATABASE_URL"
 
 
 def _maint_url(url: Optional[str]) -> str:
-    """--url, else POSTBOX_MAINT_DATABASE_URL, else the local stack's postbox_maint: the stack's
-    PostgreSQL port and the password `postbox up` generated for the role."""
-    chosen = url or os.environ.get(MAINT_ENV)
-    if chosen:
-        return chosen
-    from psycopg.conninfo import make_conninfo
+    """--url, else POSTBOX_MAINT_DATABASE_URL, else the local stack's postbox_maint (its PostgreSQL
+    port and the password `postbox up` generated); never a guessed server."""
+    from postbox.cli.client_options import local_stack_env
 
-    from postbox.stack.stack import LocalStack
-
-    stack = LocalStack(locate_tools=False)
-    password = stack.secrets().get("POSTBOX_MAINT_PASSWORD")
-    if not password:
-        raise ConfigError("no maintenance database URL and no local stack secrets", fix=f"pass --url or set {MAINT_ENV}")
-    return make_conninfo(stack.app_database_url(), user="postbox_maint", password=password)
+    chosen = url or os.environ.get(MAINT_ENV) or local_stack_env().get(MAINT_ENV)
+    if not chosen:
+        raise ConfigError(
+            f"no maintenance database URL: --url is not given, {MAINT_ENV} is not set and there is no local stack here",
+            fix=f"set {MAINT_ENV}=postgresql://postbox_maint:<password>@<host>:<port>/<database> (or pass --url)",
+        )
+    return chosen
 
 
 @db_app.command("init")

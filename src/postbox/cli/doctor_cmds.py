@@ -26,7 +26,7 @@ def doctor(
     connect_url: Optional[str] = ConnectOpt,
     database_url: Optional[str] = DbOpt,
 ) -> int:
-    from postbox.incident.connector import default_connector_name
+    from postbox.connector import default_connector_name
     from postbox.incident.doctor import run_checks
     from postbox.incident.kafka import Kafka
 

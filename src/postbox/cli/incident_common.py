@@ -55,9 +55,9 @@ def kafka_for(settings: Settings) -> Iterator[Any]:
 
 def progress(label: str) -> Any:
     """A progress callable for long scans (quiet for the first second, then one line a second)."""
-    from postbox.incident.progress import Progress
+    from postbox.incident.progress import ScanProgress
 
-    return Progress(label)
+    return ScanProgress(label, write=lambda line: err_console.print(line, style="dim", highlight=False, markup=False))
 
 
 def confirm(question: str, yes: bool) -> None:

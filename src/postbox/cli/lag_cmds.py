@@ -28,7 +28,7 @@ def lag(
     connect_url: Optional[str] = ConnectOpt,
     database_url: Optional[str] = DbOpt,
 ) -> int:
-    from postbox.incident.connector import default_connector_name
+    from postbox.connector import default_connector_name
     from postbox.incident.lag import group_lag, now_ms, pipeline_state
 
     settings = settings_for(kafka_bootstrap=kafka_bootstrap, connect_url=connect_url, database_url=database_url)

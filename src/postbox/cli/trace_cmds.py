@@ -7,7 +7,7 @@ from typing import Any, Optional
 import typer
 from rich.markup import escape
 
-from postbox.cli.client_options import kafka_client_options
+from postbox.cli.client_options import kafka_client_options, local_stack_env
 from postbox.cli.incident_common import (
     JsonOpt,
     KafkaOpt,
@@ -46,7 +46,7 @@ def trace(
     eid = parse_event_id(event_id)
     ttl = resolve_ttl(marker_ttl)
     settings = settings_for(kafka_bootstrap=kafka_bootstrap, redis_url=redis_url)
-    url, source = reading_database_url(database_url, settings.database_url)
+    url, source = reading_database_url(database_url, settings.database_url, local_stack_env().get("POSTBOX_MAINT_DATABASE_URL"))
     row = read_outbox_row(url, source, eid)
     state = RedisState(settings.redis_url)
     try:

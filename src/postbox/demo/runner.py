@@ -180,7 +180,10 @@ class Demo:
             except Exception as exc:  # noqa: BLE001
                 raise DemoError("the demo needs an admin connection to create the shop's tables",
                                 fix="pass --admin-url (or POSTBOX_ADMIN_DATABASE_URL) for a superuser or the database owner") from exc
-        return Settings.load(kafka_config=self.cfg.kafka_config, kafka_set=self.cfg.kafka_set), admin_url
+        from postbox.stack.addresses import local_stack_env
+
+        settings = Settings.load(kafka_config=self.cfg.kafka_config, kafka_set=self.cfg.kafka_set, local=local_stack_env())
+        return settings, admin_url
 
     def _lock(self, conn: psycopg.Connection[Any], say: Callable[[str], None]) -> None:
         deadline = time.monotonic() + 600

@@ -87,19 +87,11 @@ APPENDFSYNC_ENV = "POSTBOX_REDIS_APPENDFSYNC"
 
 
 def declared_appendfsync() -> str | None:
-    """``POSTBOX_REDIS_APPENDFSYNC`` if set; else ``always`` when the local stack's Redis runs with its
-    generated ACL (the stack configured that server with the same default); else None (unknown)."""
+    """``POSTBOX_REDIS_APPENDFSYNC`` if set, else None (unknown). The local stack declares its own
+    Redis's policy there: `postbox env` prints it, and `postbox consume` on the local stack sets it
+    (the library does not look into the stack's state folder)."""
     value = os.environ.get(APPENDFSYNC_ENV, "").strip().lower()
-    if value:
-        return value
-    try:
-        from postbox.stack.layout import default_state_dir
-
-        if (default_state_dir() / "run" / "redis-acl.active").is_file():
-            return "always"
-    except Exception:  # no project folder
-        return None
-    return None
+    return value or None
 
 
 def _verdict(client: redis.Redis, config: dict[str, str]) -> Durability:

@@ -12,29 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from postbox.connect_client import ConnectClient, ConnectorFile, ConnectorState
-from postbox.errors import PostboxError
-
-#: The name used when the packaged template cannot be read (a broken install).
-FALLBACK_CONNECTOR_NAME = "postbox-outbox"
-
-
-def default_connector_name() -> str:
-    """The connector name of the packaged connector template (``postbox/connectors/outbox.json``)."""
-    from postbox.resources import CONNECTOR_TEMPLATE
-
-    try:
-        return ConnectorFile.load(CONNECTOR_TEMPLATE).name
-    except PostboxError:
-        return FALLBACK_CONNECTOR_NAME
-
-
-def task_rows(state: ConnectorState) -> list[dict[str, Any]]:
-    """Each task's id, state, worker and the first line of its error trace (None when healthy)."""
-    return [
-        {"id": t["id"], "state": t["state"], "worker": t.get("worker_id"),
-         "error": (t.get("trace") or "").strip().splitlines()[0] if t.get("trace") else None}
-        for t in state.tasks
-    ]
+from postbox.connector import task_rows
 
 
 @dataclass

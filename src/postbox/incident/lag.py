@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from postbox.errors import PostboxError
 from postbox.incident.kafka import OUTBOX_PREFIX, Kafka
 from postbox.incident.records import iso_ms
 
@@ -118,27 +117,12 @@ def _ages(kafka: Kafka, parts: list[PartitionLag]) -> None:
             p.oldest_unconsumed_ms = msg.timestamp()[1]
 
 
-def pipeline_state(database_url: str, connect_url: str, connector: str) -> dict[str, Any]:
+def pipeline_state(database_url: str, connect_url: str, connector: str | None = None) -> dict[str, Any]:
     """The replication slot and the connector/tasks, each reported, never raised."""
-    from postbox.connect_client import ConnectClient
+    from postbox.connector import connector_status
     from postbox.slot import slot_status
 
-    slot = slot_status(database_url)
-    state: dict[str, Any] = {"name": connector}
-    try:
-        with ConnectClient(connect_url, timeout=5) as client:
-            status = client.status(connector)
-        if status is None:
-            state.update(state="not registered", tasks=[])
-        else:
-            state.update(
-                state=status.connector_state, worker=status.worker,
-                tasks=[{"id": t["id"], "state": t["state"], "worker": t.get("worker_id"),
-                        "error": (t.get("trace") or "").strip().splitlines()[0] if t.get("trace") else None} for t in status.tasks],
-            )
-    except PostboxError as exc:
-        state.update(state="unreachable", error=exc.message, tasks=[])
-    return {"slot": slot, "connector": state}
+    return {"slot": slot_status(database_url), "connector": connector_status(connect_url, connector)}
 
 
 def now_ms() -> int:

@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
+import sys
 import time
+from collections.abc import Callable
 
-from postbox.cli.output import err_console
+
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
-class Progress:
-    """``progress(scanned, total)`` callable for :meth:`Kafka.scan` and the Redis SCAN fallback."""
+class ScanProgress:
+    """``progress(scanned, total)`` callable for :meth:`Kafka.scan` and the Redis SCAN fallback.
 
-    def __init__(self, label: str, *, enabled: bool = True, delay: float = 1.0, every: float = 1.0) -> None:
+    ``write`` receives each line (default: stderr); the CLI passes its styled console, so this
+    module does not import the CLI."""
+
+    def __init__(
+        self, label: str, *, enabled: bool = True, delay: float = 1.0, every: float = 1.0,
+        write: Callable[[str], None] = _to_stderr,
+    ) -> None:  # fmt: skip
         self.label = label
+        self.write = write
         self.enabled = enabled
         self.start = time.monotonic()
         self.delay = delay
@@ -29,8 +40,8 @@ class Progress:
         self.shown = True
         of = f" of {total:,}" if total else ""
         pct = f" ({100 * done / total:.0f}%)" if total else ""
-        err_console.print(f"[dim]…[/] {self.label}: {done:,}{of}{pct}, {now - self.start:.0f} s", highlight=False)
+        self.write(f"… {self.label}: {done:,}{of}{pct}, {now - self.start:.0f} s")
 
     def note(self, message: str) -> None:
         if self.enabled:
-            err_console.print(f"[dim]…[/] {message}", highlight=False)
+            self.write(f"… {message}")

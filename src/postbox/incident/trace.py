@@ -48,27 +48,19 @@ def _is_uuid(text: str) -> bool:
         return False
 
 
-def reading_database_url(flag: str | None, app_url: str) -> tuple[str, str]:
-    """(url, source) of a connection that may read the outbox."""
+def reading_database_url(flag: str | None, app_url: str, local_maint_url: str | None = None) -> tuple[str, str]:
+    """(url, source) of a connection that may read the outbox. ``local_maint_url``: the local
+    stack's maintenance role, handed in by the CLI; used only when ``app_url`` is on this machine."""
     if flag:
         return flag, "--database-url"
     for var in (ADMIN_ENV, MAINT_ENV):
         if os.environ.get(var):
             return os.environ[var], var
-    try:
-        from postbox.stack.layout import default_state_dir
-        from postbox.stack.secrets import read_secrets
-
-        password = read_secrets(default_state_dir() / "secrets.env").get("POSTBOX_MAINT_PASSWORD")
-    except Exception:
-        password = None
-    if password:
+    if local_maint_url:
         from urllib.parse import urlsplit
 
-        from postbox.database_url import same_server_as
-
         if urlsplit(app_url).hostname in ("127.0.0.1", "localhost"):
-            return same_server_as(app_url, user="postbox_maint", password=password), "local stack (postbox_maint)"
+            return local_maint_url, "local stack (postbox_maint)"
     return app_url, "POSTBOX_DATABASE_URL (app role)"
 
 

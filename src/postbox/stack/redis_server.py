@@ -105,7 +105,7 @@ class LocalRedis:
             )
         self.process.start([str(self.redis_server), str(self.config_path)])
         if "aclfile " in self.config_path.read_text():
-            self.acl_marker.write_text(f"port={self.port}\n")  # read by postbox.settings.local_redis_url
+            self.acl_marker.write_text(f"port={self.port}\n")  # read by postbox.stack.addresses.local_stack_env
         else:
             self.acl_marker.unlink(missing_ok=True)
         if not wait_until(self.ready, 30):

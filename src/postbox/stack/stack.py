@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from postbox.connect_client import ConnectClient, ConnectorFile
+from postbox.connector import connector_status, default_connector_name
 from postbox.database_url import database_url
 from postbox.topic_creation import TopicsConfig, connector_with_topics
-from postbox.errors import PostboxError, StackError
+from postbox.errors import StackError
 from postbox.resources import CONNECTOR_TEMPLATE
 from postbox.slot import slot_status
 from postbox.stack import jars, prereqs
@@ -32,7 +33,8 @@ from postbox.stack.redis_server import LocalRedis
 from postbox.stack.secrets import ensure_secrets, read_secrets
 
 
-Progress = Callable[[str], None]
+#: Where `up` and `down` report what they are doing, one line at a time.
+Say = Callable[[str], None]
 
 
 @dataclass
@@ -73,9 +75,15 @@ class LocalStack:
         password = self.secrets().get("POSTBOX_APP_PASSWORD", "")
         return database_url(user="postbox_app", password=password, port=self.ports.postgres, dbname=DATABASE)
 
+    def maint_database_url(self) -> str:
+        password = self.secrets().get("POSTBOX_MAINT_PASSWORD", "")
+        return database_url(user="postbox_maint", password=password, port=self.ports.postgres, dbname=DATABASE)
+
     def env(self) -> dict[str, str]:
         return {
             "POSTBOX_DATABASE_URL": self.app_database_url(),
+            # `postbox db retention` / `db status` / `db republish` (the cron line) and `trace`.
+            "POSTBOX_MAINT_DATABASE_URL": self.maint_database_url(),
             "POSTBOX_KAFKA_BOOTSTRAP": self.kafka.address,
             "POSTBOX_REDIS_URL": self.redis.consumer_url(),
             "POSTBOX_CONNECT_URL": self.connect.url,
@@ -98,13 +106,13 @@ class LocalStack:
         }
 
     # -- up ---------------------------------------------------------------------------------------------
-    def up(self, progress: Progress, wait_timeout: float = 180.0) -> UpReport:
+    def up(self, progress: Say, wait_timeout: float = 180.0) -> UpReport:
         """Bring everything up; concurrent callers (two terminals, parallel test runs) take turns."""
         self.layout.ensure()
         with _exclusive(self.layout.run / "up.lock", progress):
             return self._up(progress, wait_timeout)
 
-    def _up(self, progress: Progress, wait_timeout: float) -> UpReport:
+    def _up(self, progress: Say, wait_timeout: float) -> UpReport:
         report = UpReport()
         started = time.monotonic()
         assert self.tools is not None
@@ -173,7 +181,7 @@ class LocalStack:
         )
 
     # -- down -------------------------------------------------------------------------------------------
-    def down(self, progress: Progress) -> list[Step]:
+    def down(self, progress: Say) -> list[Step]:
         """Stop in reverse dependency order, so Connect flushes its offsets to a live broker."""
         steps = []
         for component, stop in (
@@ -198,26 +206,10 @@ class LocalStack:
                 "pid": component.pid() if running else None,
                 "log": str(component.log_path),
             }
-        connector_name = _connector_name()
-        connector: dict[str, Any] = {"name": connector_name, "state": "unknown"}
+        connector: dict[str, Any] = {"name": default_connector_name(), "state": "unknown"}
         task: dict[str, Any] = {"state": "unknown"}
         if components["connect"]["state"] == "running":
-            try:
-                with ConnectClient(self.connect.url, timeout=3) as client:
-                    state = client.status(connector_name)
-                if state is None:
-                    connector["state"] = "not registered"
-                    task["state"] = "none"
-                else:
-                    connector.update(state=state.connector_state, worker=state.worker)
-                    task = {"state": state.tasks[0]["state"] if state.tasks else "none", "tasks": [
-                        {"id": t["id"], "state": t["state"], "worker": t.get("worker_id")} for t in state.tasks
-                    ]}
-                    if state.failed_trace:
-                        task["error"] = state.failed_trace.splitlines()[0]
-            except PostboxError as exc:
-                connector["state"] = "unreachable"
-                connector["error"] = exc.message
+            connector, task = _connector_and_task(connector_status(self.connect.url, timeout=3))
         slot = slot_status(self.app_database_url()) if components["postgres"]["state"] == "running" else {"state": "unknown"}
         return {
             "state_dir": str(self.layout.root),
@@ -232,7 +224,7 @@ class LocalStack:
 
 
 @contextmanager
-def _exclusive(lock_path: Path, progress: Progress) -> Iterator[None]:
+def _exclusive(lock_path: Path, progress: Say) -> Iterator[None]:
     """An advisory lock so that two `postbox up` never start two brokers or two workers."""
     with open(lock_path, "a") as handle:
         try:
@@ -246,11 +238,18 @@ def _exclusive(lock_path: Path, progress: Progress) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _connector_name() -> str:
-    try:
-        return ConnectorFile.load(CONNECTOR_TEMPLATE).name
-    except PostboxError:
-        return "postbox-outbox"
+def _connector_and_task(report: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`postbox status`'s two lines from the connector report: the connector, and its first task."""
+    connector = {k: v for k, v in report.items() if k != "tasks"}
+    if report["state"] in ("not registered", "unreachable"):
+        return connector, {"state": "none" if report["state"] == "not registered" else "unknown"}
+    tasks = report["tasks"]
+    task: dict[str, Any] = {"state": tasks[0]["state"] if tasks else "none",
+                            "tasks": [{k: t[k] for k in ("id", "state", "worker")} for t in tasks]}
+    failed = [t["error"] for t in tasks if t["state"] == "FAILED" and t.get("error")]
+    if failed:
+        task["error"] = failed[0]
+    return connector, task
 
 
 def _optional(fn: Callable[[], Path]) -> Path | None:
@@ -260,7 +259,7 @@ def _optional(fn: Callable[[], Path]) -> Path | None:
         return None
 
 
-def _ticker(progress: Progress, label: str, with_state: bool = False):
+def _ticker(progress: Say, label: str, with_state: bool = False):
     """Progress every ~2 s during a wait, with the elapsed time (and the connector's state)."""
     last = [-2.0]
 

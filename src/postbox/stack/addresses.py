@@ -1,0 +1,58 @@
+"""The local stack's settings as environment variables, read from its state folder for the CLI.
+
+Why here: the library never looks at `.postbox/`. The CLI (and the demo, benches and tests) read
+what `postbox up` generated — role passwords, the Redis ACL user, the fsync policy the stack gave
+its Redis — through this one function and hand it to :meth:`postbox.settings.Settings.load` as
+``local=...``; a variable the environment sets wins over it. The result has the same names as
+`postbox env` prints, so "no variables set" and "`eval "$(postbox env)"`" mean the same thing.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from postbox.database_url import database_url
+from postbox.settings import LOCAL_PG_PORT, LOCAL_REDIS_PORT
+from postbox.stack.layout import default_state_dir
+from postbox.stack.secrets import read_secrets
+
+#: The file `postbox up` writes once its Redis runs with the stack's aclfile: ``port=<port>``.
+REDIS_ACL_MARKER = "run/redis-acl.active"
+
+
+def local_stack_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``POSTBOX_DATABASE_URL``, ``POSTBOX_MAINT_DATABASE_URL``, ``POSTBOX_REDIS_URL`` and
+    ``POSTBOX_REDIS_APPENDFSYNC`` of the local stack, each only when its state folder has what it
+    takes (passwords generated, Redis started with the ACL on this port); {} without a stack.
+
+    Ports follow ``POSTBOX_PG_PORT`` / ``POSTBOX_REDIS_PORT`` in ``environ`` (default os.environ),
+    as `postbox up` does."""
+    env = os.environ if environ is None else environ
+    try:
+        state = default_state_dir()
+        secrets = read_secrets(state / "secrets.env")
+        marker = state / REDIS_ACL_MARKER
+        marker_text = marker.read_text().strip() if marker.is_file() else ""
+    except OSError:  # an unreadable state folder is no local stack
+        return {}
+    found: dict[str, str] = {}
+    pg_port = env.get("POSTBOX_PG_PORT") or str(LOCAL_PG_PORT)
+    for var, user, secret in (
+        ("POSTBOX_DATABASE_URL", "postbox_app", "POSTBOX_APP_PASSWORD"),
+        ("POSTBOX_MAINT_DATABASE_URL", "postbox_maint", "POSTBOX_MAINT_PASSWORD"),
+    ):
+        if secrets.get(secret):
+            found[var] = database_url(user=user, password=secrets[secret], port=pg_port)
+    redis_port = env.get("POSTBOX_REDIS_PORT") or str(LOCAL_REDIS_PORT)
+    consumer_password = secrets.get("POSTBOX_REDIS_CONSUMER_PASSWORD")
+    if marker_text == f"port={redis_port}" and consumer_password:
+        from postbox.effects.acl import CONSUMER_USER
+
+        found["POSTBOX_REDIS_URL"] = f"redis://{CONSUMER_USER}:{consumer_password}@127.0.0.1:{redis_port}/0"
+        # The consumer user may not read CONFIG; the stack started this Redis with this policy.
+        found["POSTBOX_REDIS_APPENDFSYNC"] = env.get("POSTBOX_REDIS_APPENDFSYNC") or "always"
+    return found
+
+
+__all__ = ["REDIS_ACL_MARKER", "local_stack_env"]
