@@ -16,12 +16,23 @@ you look at the keys::
             assert h.deliver(on_order_paid, event).duplicate  # redelivery: applied once
             assert h.redis.hget("{order:42}:totals", "paid_cents") == b"500"
 
-By default the harness is strict about hash slots (every key of one event in the slot of its
-routing tag — its aggregate's, or the routing key the handler declares — as Redis Cluster
-requires) and raises on failed effects, so a handler that passes here is cluster-ready. The
-dedupe marker is the runtime's: a function of the group and the event, whatever the handler returns.
+Test events are held to their schemas as production holds them (:mod:`postbox.consumer.emulated`):
+a payload that emit would refuse (a missing field, a misspelt key, a wrong type) fails the test
+with a :class:`~postbox.errors.PayloadError` naming the field, and the handler gets the payload the
+consumer would give it (decoded into the app's reader schema: timestamps as UTC datetimes, defaults
+filled). An :class:`~postbox.consumer.App` passes the consumer's start-up checks first (a typed
+handler's payload class against its schema). The schemas are the app's ``schemas_dir``, else
+``POSTBOX_SCHEMAS_DIR``, else ``./schemas``; events of types with no schema pass as they are.
+
+Hash slots follow the deployment the harness is told about: ``EffectsHarness(cluster=True)`` holds
+every event's effect keys to Redis Cluster's rule (one slot: its routing tag's) even on a single
+Redis, so a handler that passes is cluster-ready; by default the rule applies when the harness's
+Redis is a Cluster (``redis+cluster://``), as in the consumer. Failed effects raise. The dedupe
+marker is the runtime's: a function of the group and the event, whatever the handler returns.
 Leaving the ``with`` block deletes every key the delivered effects touched, plus the markers and
 failure streams of its (unique) consumer group.
+
+:func:`effects_of` runs a handler without Redis at all and returns what it described.
 """
 
 from __future__ import annotations
@@ -37,7 +48,8 @@ import redis
 
 from postbox.consumer import invoke
 from postbox.consumer.app import App
-from postbox.effects import ApplyResult, Effects, EffectsEngine, EventRef, RoutingKey, event_ref
+from postbox.consumer.emulated import SchemaGate, SchemasSetting, as_mapping
+from postbox.effects import ApplyResult, Effects, EffectsEngine, EventRef, RoutingKey
 from postbox.events import Event
 
 Handler = Callable[[Event, Effects], Any]
@@ -45,7 +57,7 @@ Handler = Callable[[Event, Effects], Any]
 
 def make_event(
     event_type: str,
-    payload: Mapping[str, Any] | None = None,
+    payload: Any = None,
     *,
     aggregate_type: str = "test",
     aggregate_id: str = "1",
@@ -56,13 +68,16 @@ def make_event(
     offset: int | None = None,
     created_at: datetime | None = None,
 ) -> Event:
-    """An :class:`Event` with a fresh id (unless given) and the topic its aggregate type implies."""
+    """An :class:`Event` with a fresh id (unless given) and the topic its aggregate type implies.
+
+    ``payload``: a mapping, or an instance of a payload class (``postbox schemas codegen``'s), which
+    is turned into its mapping as the writer would encode it."""
     return Event(
         id=id or str(uuid.uuid4()),
         aggregate_type=aggregate_type,
         aggregate_id=aggregate_id,
         event_type=event_type,
-        payload=dict(payload or {}),
+        payload=dict(as_mapping(payload) or {}),
         headers=dict(headers or {}),
         topic=topic or f"outbox.event.{aggregate_type}",
         partition=partition,
@@ -77,7 +92,10 @@ class EffectsHarness:
     ``client``: a ``redis.Redis`` (bytes replies) or a URL; default ``POSTBOX_REDIS_URL`` / the
     local stack. ``group``: the consumer group the markers belong to (default: a unique one, so runs
     never see each other's markers). ``functions_dir``: the user effect functions (default:
-    ``POSTBOX_LUA_DIR``, else ``./consumers/lua``). ``strict_slots``: refuse effects whose keys span hash slots.
+    ``POSTBOX_LUA_DIR``, else ``./consumers/lua``). ``cluster``: True holds effects to Redis
+    Cluster's one-slot rule on any Redis (your production runs on a Cluster), False never, None
+    (default) when the client is a Cluster client. ``schemas_dir``: the folder test events are held
+    to (default: the app's, else ``POSTBOX_SCHEMAS_DIR``, else ``./schemas`` if present; False: none).
     """
 
     def __init__(
@@ -86,7 +104,8 @@ class EffectsHarness:
         *,
         group: str | None = None,
         functions_dir: Path | str | None = "default",
-        strict_slots: bool = True,
+        cluster: bool | None = None,
+        schemas_dir: SchemasSetting = None,
     ) -> None:
         if client is None:
             from postbox.settings import Settings
@@ -100,35 +119,45 @@ class EffectsHarness:
             client = connect(client)  # type: ignore[assignment]
         self.redis: redis.Redis = client
         self.group = group or f"test-{uuid.uuid4().hex[:12]}"
-        self.engine = EffectsEngine(self.redis, self.group, functions_dir=functions_dir, strict_slots=strict_slots)
+        self.engine = EffectsEngine(self.redis, self.group, functions_dir=functions_dir, strict_slots=cluster)
         self.touched: set[bytes] = set()
         self.results: list[ApplyResult] = []
         self._loop: asyncio.Runner | None = None
+        self._schemas = schemas_dir
+        self._gates: dict[int, SchemaGate] = {}
+        self._apps: dict[tuple[int, str, str, int], App] = {}
 
     def effects_of(self, handler: Handler, event: Event) -> Effects:
-        """Run the handler and return the effects it described, without touching Redis.
+        """Run the handler on the event as production would deliver it and return the effects it
+        described, without touching Redis (:func:`effects_of` needs no harness at all).
 
         The runtime's own path (:mod:`postbox.consumer.invoke`): an ``async def`` handler is run to
         completion on this harness's event loop (one for its lifetime, like the consumer's), an
         :class:`~postbox.consumer.App` dispatches to the route's handler, and a handler returning
         anything but None raises :class:`~postbox.consumer.invoke.HandlerResultError`."""
-        if isinstance(handler, App):
-            route = handler.route(event.aggregate_type, event.event_type)
-            return invoke.run(route.handler, event, name=route.name, runner=self._runner())
-        return invoke.run(handler, event, runner=self._runner())
+        app, delivered = self._prepare(handler, event, None)
+        return _run(app, delivered, self._runner())
 
     def _runner(self) -> asyncio.Runner:
         if self._loop is None:
             self._loop = asyncio.Runner()
         return self._loop
 
+    def _prepare(self, handler: Handler, event: Event, routing_key: RoutingKey | None) -> tuple[App, Event]:
+        """The app that routes ``event`` (a plain handler gets a one-route app) and the event as delivered."""
+        if isinstance(handler, App):
+            app = handler
+        else:
+            key = (id(handler), event.aggregate_type, event.event_type, id(routing_key))
+            app = self._apps.get(key) or self._apps.setdefault(key, _one_route_app(handler, event, routing_key))
+        gate = self._gates.get(id(app)) or self._gates.setdefault(id(app), SchemaGate.find(self._schemas, app))
+        return app, _delivered(gate, app, event)
+
     def ref_of(self, handler: Handler, event: Event, routing_key: RoutingKey | None = None) -> EventRef:
         """The event's identity as the runtime makes it: an :class:`~postbox.consumer.App` routes by
         its registration's routing key; a plain handler by ``routing_key`` (default: the aggregate)."""
-        app_ref = getattr(handler, "event_ref", None)
-        if routing_key is None and callable(app_ref):
-            return app_ref(event)
-        return event_ref(event, routing_key)
+        app, delivered = self._prepare(handler, event, routing_key)
+        return app.event_ref(delivered)
 
     def deliver(
         self, handler: Handler, event: Event, *, check: bool = True, routing_key: RoutingKey | None = None
@@ -140,8 +169,9 @@ class EffectsHarness:
         command and the Redis error. A handler exception propagates unchanged. ``routing_key``:
         the one the handler is registered with (an ``App`` knows its own).
         """
-        fx = self.effects_of(handler, event)
-        ref = self.ref_of(handler, event, routing_key)
+        app, delivered = self._prepare(handler, event, routing_key)
+        fx = _run(app, delivered, self._runner())
+        ref = app.event_ref(delivered)
         self._touch(ref, fx)
         result = self.engine.apply_one(ref, fx)
         self.results.append(result)
@@ -153,8 +183,9 @@ class EffectsHarness:
         """Deliver several events in one batch (as the runtime does), in order."""
         batch = []
         for event in events:
-            fx = self.effects_of(handler, event)
-            ref = self.ref_of(handler, event, routing_key)
+            app, delivered = self._prepare(handler, event, routing_key)
+            fx = _run(app, delivered, self._runner())
+            ref = app.event_ref(delivered)
             self._touch(ref, fx)
             batch.append((ref, fx))
         results = self.engine.apply(batch)
@@ -197,3 +228,29 @@ class EffectsHarness:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def effects_of(handler: Handler, event: Event, *, schemas_dir: SchemasSetting = None) -> Effects:
+    """The effects ``handler`` describes for ``event``, without Redis or Kafka: for unit tests of
+    what a handler decides. The event is held to its schema first, as :class:`EffectsHarness` does
+    (``schemas_dir`` as there); ``async def`` handlers run to completion on a fresh event loop."""
+    app = handler if isinstance(handler, App) else _one_route_app(handler, event, None)
+    return _run(app, _delivered(SchemaGate.find(schemas_dir, app), app, event), None)
+
+
+def _one_route_app(handler: Handler, event: Event, routing_key: RoutingKey | None) -> App:
+    """A plain handler registered for the event's own (aggregate, event type), so that it is run,
+    typed and checked exactly as in an app."""
+    app = App(require_schemas=False)
+    app.add(event.aggregate_type, event.event_type, handler, routing_key=routing_key)
+    return app
+
+
+def _delivered(gate: SchemaGate, app: App, event: Event) -> Event:
+    gate.check_app(app)
+    return gate.delivered(event, app.reader_versions.get((event.aggregate_type, event.event_type)))
+
+
+def _run(app: App, event: Event, runner: asyncio.Runner | None) -> Effects:
+    route = app.route(event.aggregate_type, event.event_type)
+    return invoke.run(route.handler, event, name=route.name, runner=runner)

@@ -60,7 +60,7 @@ def test_harness_reports_failures_and_mixed_slots(admin_redis_url, unique: str) 
     def cross_slot_handler(event: Event, fx: Effects) -> None:
         fx.set(f"a:{unique}", 1).set(f"b:{unique}", 2)
 
-    with EffectsHarness(admin_redis_url) as h:
+    with EffectsHarness(admin_redis_url, cluster=True) as h:  # held to Redis Cluster's one-slot rule
         with pytest.raises(PermanentEffectError, match="WRONGTYPE"):
             h.deliver(bad_handler, make_event("X"), routing_key=lambda e: f"{{{unique}}}")
         assert not h.redis.exists(f"{{{unique}}}:s")

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 
 import pytest
 
 from consumers.shop import payment
 from consumers.shop.keys import PaymentKeys
+from consumers.shop.payloads import OrderCancelled, OrderPlaced
 from consumers.shop.payment_service import Outcome
 from postbox.testing import EffectsHarness, make_event
 from tests.integration.shop_support import harness  # noqa: F401 - the shared fixture
@@ -14,11 +16,14 @@ from tests.integration.shop_support import harness  # noqa: F401 - the shared fi
 
 pytestmark = pytest.mark.integration  # the harness applies to the stack's Redis
 
+NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
 
 
 
 def test_charge_projection_applies_once_even_when_the_database_work_was_replayed(harness: EffectsHarness) -> None:
-    event = make_event("OrderPlaced", {"order_id": "o1"}, aggregate_type="order", aggregate_id="o1")
+    placed = OrderPlaced(order_id="o1", customer_id="c1", items=[], total_cents=1250, placed_at=NOW)
+    event = make_event("OrderPlaced", placed, aggregate_type="order", aggregate_id="o1")
     stored = Outcome("o1", "captured", 1250, "EUR", None, refunded=False, new=False)   # a redelivery's view
     handler = lambda e, fx: payment.project_charge(e, fx, stored)  # noqa: E731
     assert harness.deliver(handler, event, routing_key=payment.shard_slot).applied
@@ -33,6 +38,7 @@ def test_refund_and_void_projections(harness: EffectsHarness) -> None:
         ("o2", Outcome("o2", "captured", 700, "EUR", None, True, True), b"refunded"),
         ("o3", Outcome("o3", "voided", 0, "EUR", "x", False, True), b"voided"),
     ):
-        event = make_event("OrderCancelled", {"order_id": order_id}, aggregate_type="order", aggregate_id=order_id)
+        cancelled = OrderCancelled(order_id=order_id, reason="customer", cancelled_at=NOW)
+        event = make_event("OrderCancelled", cancelled, aggregate_type="order", aggregate_id=order_id)
         harness.deliver(lambda e, fx, o=outcome: payment.project_refund(e, fx, o), event, routing_key=payment.shard_slot)
         assert harness.redis.hget(PaymentKeys(order_id).status, order_id) == status

@@ -50,8 +50,14 @@ def load_reader_codec(app: "App", config: "ConsumerConfig") -> AvroCodec | None:
             ) from None
         log.warning("no schema repository (%s): Avro records will be dead-lettered as DecodeError", exc.message)
         return None
+    return checked_codec(app, folder)
+
+
+def checked_codec(app: "App", folder: Path) -> AvroCodec:
+    """The codec of ``folder`` once ``app`` passes every start-up check against it (missing schema
+    files, pinned reader versions, typed payload classes); ``postbox.testing`` runs it too."""
     repository = SchemaRepository.load(folder)
-    _check_handlers(repository, folder, needed)
+    _check_handlers(repository, folder, app.schema_requirements() if app.require_schemas else [])
     _check_reader_versions(repository, folder, app.reader_versions)
     check_routes(app.routes, reader_schema_lookup(repository, app.reader_versions))
     return AvroCodec(repository)
