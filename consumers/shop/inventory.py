@@ -20,6 +20,8 @@ from postbox.effects import Effects
 from postbox.events import Event
 
 from consumers.shop.keys import StockKeys
+from consumers.shop.order_ref import OrderRef
+from consumers.shop.payloads import OrderPlaced
 
 app = App("inventory")
 
@@ -30,12 +32,12 @@ def stock_slot(event: Event) -> str:
 
 
 @app.handler("order", "OrderPlaced", routing_key=stock_slot)
-def reserve(event: Event, fx: Effects) -> None:
-    order_id = event.payload["order_id"]
+def reserve(event: Event[OrderPlaced], fx: Effects) -> None:
+    order_id = event.payload.order_id
     stock = StockKeys()
     units: Counter[str] = Counter()
-    for line in event.payload["items"]:
-        units[line["sku"]] += int(line["quantity"])
+    for line in event.payload.items:
+        units[line.sku] += line.quantity
     args: list[str | int] = [order_id]
     for sku, qty in sorted(units.items()):
         args += [sku, qty]
@@ -45,8 +47,8 @@ def reserve(event: Event, fx: Effects) -> None:
 
 @app.handler("order", "OrderCancelled", routing_key=stock_slot)
 @app.handler("payment", "PaymentFailed", routing_key=stock_slot)
-def release(event: Event, fx: Effects) -> None:
-    order_id = event.payload["order_id"]
+def release(event: Event[OrderRef], fx: Effects) -> None:
+    order_id = event.payload.order_id
     stock = StockKeys()
     reason = "payment failed" if event.event_type == "PaymentFailed" else "order cancelled"
     fx.call("release_stock", keys=[stock.available, stock.reserved, stock.reservation(order_id)], args=[order_id, reason])

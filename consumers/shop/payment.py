@@ -15,12 +15,14 @@ handlers take it by parameter name (``db``), and a shutdown hook closes it on SI
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from postbox.consumer import App
 from postbox.effects import Effects
 from postbox.events import Event
 
 from consumers.shop.keys import PaymentKeys
+from consumers.shop.payloads import OrderCancelled, OrderPlaced
 from consumers.shop.payment_service import Database, Outcome, charge_order, refund_order
 
 app = App("payment")
@@ -47,20 +49,20 @@ def close_db(db: Database) -> None:
 
 
 @app.handler("order", "OrderPlaced", routing_key=shard_slot)
-def charge(event: Event, fx: Effects, db: Database) -> None:
+def charge(event: Event[OrderPlaced], fx: Effects, db: Database) -> None:
     outcome = db.run(lambda conn: charge_order(conn, event.payload))
     log.info("order charged: %s", outcome.status)
     project_charge(event, fx, outcome)
 
 
 @app.handler("order", "OrderCancelled", routing_key=shard_slot)
-def refund(event: Event, fx: Effects, db: Database) -> None:
-    outcome = db.run(lambda conn: refund_order(conn, event.payload["order_id"]))
+def refund(event: Event[OrderCancelled], fx: Effects, db: Database) -> None:
+    outcome = db.run(lambda conn: refund_order(conn, event.payload.order_id))
     log.info("order refund: %s", outcome.status)
     project_refund(event, fx, outcome)
 
 
-def project_charge(event: Event, fx: Effects, outcome: Outcome) -> None:
+def project_charge(event: Event[Any], fx: Effects, outcome: Outcome) -> None:
     """Redis effects of a charge. Uses the outcome stored at the charge (captured or failed), not
     whether this delivery made it: a redelivery after a crash between the database commit and the
     Redis apply must still project it, and the dedupe marker makes that happen exactly once."""
@@ -73,7 +75,7 @@ def project_charge(event: Event, fx: Effects, outcome: Outcome) -> None:
     fx.hincrby(k.applied, event.id, 1)
 
 
-def project_refund(event: Event, fx: Effects, outcome: Outcome) -> None:
+def project_refund(event: Event[Any], fx: Effects, outcome: Outcome) -> None:
     k = PaymentKeys(outcome.order_id)
     if outcome.refunded:
         fx.hset(k.status, outcome.order_id, "refunded")

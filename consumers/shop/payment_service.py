@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, TypeVar
@@ -27,6 +27,8 @@ import psycopg
 
 from postbox import outbox
 from postbox.errors import TransientEffectError
+
+from consumers.shop.payloads import OrderPlaced
 
 DECLINED_CARD = "4000000000000002"
 GOOD_CARD = "4242424242424242"
@@ -78,19 +80,19 @@ def provider_charge(card_number: str | None, amount_cents: int) -> tuple[bool, s
     return True, None
 
 
-def charge_order(conn: psycopg.Connection[Any], order: Mapping[str, Any]) -> Outcome:
+def charge_order(conn: psycopg.Connection[Any], order: OrderPlaced) -> Outcome:
     """Charge an OrderPlaced payload once; emit its outcome event only when the charge is new."""
-    order_id = order["order_id"]
-    amount = int(order["total_cents"])
-    currency = order.get("currency") or "EUR"
+    order_id = order.order_id
+    amount = order.total_cents
+    currency = order.currency
     now = datetime.now(timezone.utc)
     with conn.transaction():
-        row = conn.execute("SELECT card_number FROM payments.cards WHERE customer_id = %s", (order["customer_id"],)).fetchone()
+        row = conn.execute("SELECT card_number FROM payments.cards WHERE customer_id = %s", (order.customer_id,)).fetchone()
         captured, reason = provider_charge(row[0] if row else None, amount)
         inserted = conn.execute(
             "INSERT INTO payments.payments (order_id, payment_id, customer_id, amount_cents, currency, outcome, reason, decided_at)"
             " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (order_id) DO NOTHING RETURNING order_id",
-            (order_id, payment_id_of(order_id), order["customer_id"], amount, currency,
+            (order_id, payment_id_of(order_id), order.customer_id, amount, currency,
              "captured" if captured else "failed", reason, now),
         ).fetchone()
         if inserted is not None:

@@ -64,8 +64,8 @@ def test_event_applied_twice_by_hand_fails_the_verdict(small_run, admin_database
     from consumers.shop import inventory
     from consumers.shop.keys import StockKeys
     from postbox.demo.invariants import check_invariants, load_orders
-    from postbox.effects import Effects, EffectsEngine
-    from postbox.testing import make_event
+    from postbox.effects import EffectsEngine
+    from postbox.testing import effects_of, make_event
 
     result, _ = small_run
     client = redis.Redis.from_url(Settings.load().redis_url)
@@ -82,8 +82,7 @@ def test_event_applied_twice_by_hand_fails_the_verdict(small_run, admin_database
         event = make_event("OrderPlaced", {"order_id": order_id, "customer_id": row[0], "total_cents": row[1],
                                            "items": orders[order_id]["items"], "placed_at": 0},
                            aggregate_type="order", aggregate_id=order_id, id=event_id)
-        fx = Effects()
-        inventory.reserve(event, fx)
+        fx = effects_of(inventory.app, event)  # the app builds reserve's typed payload
         engine = EffectsEngine(client, group="test-bypass-dedupe", marker_ttl=timedelta(minutes=5))
         assert engine.apply_one(inventory.app.event_ref(event), fx).applied   # a group that never saw it: no marker, applies
         checks = check_invariants(client, conn, result.scope)
