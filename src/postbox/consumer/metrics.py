@@ -1,9 +1,46 @@
 """Prometheus metrics of one consumer runtime (its own registry, so several runtimes can share a
-process in tests). ``serve(port)`` exposes them at ``http://<host>:<port>/metrics``."""
+process in tests). The runtime serves them at ``http://<host>:<port>/metrics`` beside ``/healthz``
+and ``/readyz`` (:mod:`postbox.consumer.health`).
+
+The registry also holds the standard ``process_*`` and ``python_*`` collectors (a private registry
+has none of prometheus_client's defaults) and ``postbox_build_info`` (always 1; labels: the postbox,
+Python, confluent-kafka and librdkafka versions), so a dashboard can tell versions apart.
+"""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+import platform
+
+import confluent_kafka
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    start_http_server,
+)
+
+import postbox
+
+#: The collectors prometheus_client registers in its default registry: process_*, python_info, python_gc_*.
+DEFAULT_COLLECTORS = (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR)
+
+
+def register_build_info(registry: CollectorRegistry) -> None:
+    """``postbox_build_info{version, python, confluent_kafka, librdkafka} 1`` in ``registry``."""
+    info = Gauge("postbox_build_info", "The running postbox build (always 1)",
+                 ["version", "python", "confluent_kafka", "librdkafka"], registry=registry)  # fmt: skip
+    info.labels(postbox.__version__, platform.python_version(), confluent_kafka.version()[0], confluent_kafka.libversion()[0]).set(1)
+
+
+def register_defaults(registry: CollectorRegistry) -> None:
+    """The process/python collectors and the build info, in a registry of our own."""
+    for collector in DEFAULT_COLLECTORS:
+        registry.register(collector)
+    register_build_info(registry)
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 _E2E_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
@@ -17,6 +54,8 @@ class Metrics:
         self.group = group
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
+        if registry is None:
+            register_defaults(r)
         self.consumed = Counter("postbox_consumer_events_consumed", "Records taken from Kafka", ["group", "topic"], registry=r)
         self.applied = Counter("postbox_consumer_events_applied", "Events whose effects were applied", ["group", "topic"], registry=r)
         self.duplicates = Counter(

@@ -42,13 +42,14 @@ from datetime import datetime, timezone
 from typing import Any
 
 import redis
+from confluent_kafka.admin import AdminClient
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from postbox import failure_classes as classes
 from postbox.failure_classes import redis_error_code as _error_code  # noqa: F401 - its old name here, kept for importers
 from postbox import kafka_config
 from postbox.codec import AvroCodec, EventHeaders
-from postbox.consumer import testhooks
+from postbox.consumer import health, testhooks
 from postbox.consumer.app import App, Route
 from postbox.consumer.backoff import Backoff
 from postbox.consumer.batch import Batch, Fate
@@ -160,6 +161,9 @@ class ConsumerRuntime:
         self._config_failure: ConfigError | None = None
         self._assigned_once = False
         self._m_topic: dict[str, tuple[Any, Any, Any, Any]] = {}
+        #: /healthz: when the loop last turned; stale past max.poll.interval.ms (Kafka's own limit).
+        self.liveness = health.Liveness(config.max_poll_interval_ms / 1000)
+        self.http: health.HealthServer | None = None
         #: Set once the consumer has subscribed (tests and the bench wait on it).
         self.ready = threading.Event()
 
@@ -191,10 +195,9 @@ class ConsumerRuntime:
         log_event(log, logging.INFO, "consumer starting", app=repr(self.app), **cfg.describe())
         self.codec = self._load_codec()
         self.decoder = Decoder(self.app, self.codec)
-        self._wait_for_redis()
         if cfg.metrics_port:
-            self.metrics.serve(cfg.metrics_port, cfg.metrics_host)
-            log_event(log, logging.INFO, "metrics endpoint up", url=f"http://{cfg.metrics_host}:{cfg.metrics_port}/metrics")
+            self._serve_http()
+        self._wait_for_redis()
         self.dead_letters = DeadLetters(cfg.kafka_bootstrap, cfg.group, client_id=self.client_id + "-dlq",
                                         properties=cfg.kafka_properties)  # fmt: skip
         self.consumer = kafka_config.open_client(Consumer, self._kafka_config(), cfg.kafka_properties)
@@ -206,6 +209,7 @@ class ConsumerRuntime:
             self.ready.set()
             log_event(log, logging.INFO, "consumer subscribed", group=cfg.group, topics=",".join(cfg.topics))
             while not self._stop.is_set():
+                self.liveness.beat()  # /healthz: the loop turns
                 self._resume_due()
                 messages = self.consumer.consume(cfg.batch_size, self._poll_timeout())
                 if messages:
@@ -220,6 +224,26 @@ class ConsumerRuntime:
         finally:
             self._shutdown(commit=code == EXIT_OK and self._config_failure is None)
         return self._after_config_failure(code)
+
+    def _serve_http(self) -> None:
+        """``/metrics``, ``/healthz``, ``/readyz`` on ``metrics_host:metrics_port`` (:mod:`postbox.consumer.health`)."""
+        cfg = self.config
+        ready = health.Probe({
+            "partitions": health.partitions_check(lambda: len(self.states)),
+            "redis": health.redis_check(self.redis),
+            "kafka": health.kafka_check(self._open_probe_admin),
+            "durability": health.durability_check(self.engine, cfg.require_durable),
+        })  # fmt: skip
+        live = health.Probe({"loop": self.liveness.check})
+        self.http = health.HealthServer(cfg.metrics_host, cfg.metrics_port, self.metrics.registry, live, ready).start()
+        base = f"http://{cfg.metrics_host}:{cfg.metrics_port}"
+        log_event(log, logging.INFO, "metrics and health endpoints up", metrics=f"{base}/metrics", healthz=f"{base}/healthz", readyz=f"{base}/readyz")
+
+    def _open_probe_admin(self) -> AdminClient:
+        """The readiness probe's Kafka client (its errors are the probe's answer, not log lines)."""
+        conf = kafka_config.build(self.config.kafka_bootstrap, self.config.kafka_properties,
+                                  kafka_config.admin_role(self.client_id + "-health"), error_cb=lambda _err: None)  # fmt: skip
+        return kafka_config.open_client(AdminClient, conf, self.config.kafka_properties)
 
     def _after_config_failure(self, code: int) -> int:
         """A refused Kafka login or a fenced instance id is a configuration error: at start-up (no
@@ -251,6 +275,9 @@ class ConsumerRuntime:
         if self.dead_letters is not None:
             self.dead_letters.close()
         self.invoker.runner.close()
+        if self.http is not None:
+            self.http.close()
+            self.http = None
         log_event(log, logging.INFO, "consumer stopped", group=self.config.group)
 
     def _leave_group(self) -> None:

@@ -1,0 +1,65 @@
+"""#16.4 the endpoint of a real `postbox consume` process: /healthz and /readyz beside /metrics on
+the configured address; the default process/python collectors and postbox_build_info exported.
+Readiness follows the assignment: of two members on a one-partition topic, the one without the
+partition is not ready (503, naming the partitions check) while Redis and Kafka checks pass."""
+
+from __future__ import annotations
+
+import uuid
+
+import httpx
+import pytest
+
+import postbox
+from tests.support.consumers import ConsumerProcess, committed, create_topic, json_event, produce, wait_for
+from tests.support.redis_servers import free_port
+
+pytestmark = pytest.mark.integration
+
+
+def _get(port: int, path: str) -> httpx.Response:
+    return httpx.get(f"http://127.0.0.1:{port}{path}", timeout=10)
+
+
+def _answers(port: int) -> bool:
+    try:
+        _get(port, "/healthz")
+    except httpx.TransportError:
+        return False
+    return True
+
+
+def test_health_ready_and_default_metrics_of_a_running_consumer(settings, redis_client, unique, tmp_path):
+    agg = f"health{unique}"
+    topic = f"outbox.event.{agg}"
+    group = f"test-health-{unique}"
+    create_topic(settings.kafka_bootstrap, topic, 1)
+    produce(settings.kafka_bootstrap, topic, [json_event(agg, "a1", "Counted", i, event_id=str(uuid.uuid4())) for i in range(3)])
+    env = {"POSTBOX_REDIS_URL": settings.redis_url, "POSTBOX_KAFKA_BOOTSTRAP": settings.kafka_bootstrap}
+    ports = [free_port(), free_port()]
+    procs = [ConsumerProcess("tests.apps.counting:app", env, tmp_path / f"c{i}.log",
+                             ["--group", group, "--topics", topic, "--metrics-port", str(port), "--metrics-host", "127.0.0.1"])
+             for i, port in enumerate(ports)]  # fmt: skip
+    try:
+        wait_for(lambda: all(p.alive() for p in procs) and committed(settings.kafka_bootstrap, group, topic, 1)[0] == 3, 60, "3 committed")
+        wait_for(lambda: all(_answers(p) for p in ports), 30, "both endpoints")
+        for port in ports:
+            live = _get(port, "/healthz")
+            assert live.status_code == 200 and live.json()["checks"]["loop"]["ok"] is True
+        wait_for(lambda: sorted(_get(p, "/readyz").status_code for p in ports) == [200, 503], 30, "one ready member, one not")
+        answers = {p: _get(p, "/readyz").json() for p in ports}
+        ready = next(a for a in answers.values() if a["status"] == "ok")
+        idle = next(a for a in answers.values() if a["status"] == "fail")
+        assert {n for n, c in ready["checks"].items() if c["ok"]} == {"partitions", "redis", "kafka", "durability"}
+        assert {n for n, c in idle["checks"].items() if not c["ok"]} == {"partitions"}
+        assert idle["checks"]["partitions"]["detail"] == "0 partition(s) assigned"
+        text = _get(ports[0], "/metrics").text
+        for name in ("process_cpu_seconds_total", "process_resident_memory_bytes", "python_info", "python_gc_objects_collected_total"):
+            assert f"\n{name}" in text, name
+        assert 'postbox_build_info{confluent_kafka="' in text and f'version="{postbox.__version__}"' in text
+        for proc in procs:
+            assert proc.terminate() == 0
+    finally:
+        for proc in procs:
+            proc.close()
+    redis_client.delete(f"{{{agg}:a1}}:seq", f"{{{agg}:a1}}:count")
