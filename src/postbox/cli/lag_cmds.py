@@ -6,11 +6,12 @@ from __future__ import annotations
 from typing import Any, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from postbox.cli.client_options import kafka_client_options
 from postbox.cli.incident_common import ConnectOpt, DbOpt, JsonOpt, KafkaOpt, kafka_for, number, settings_for
-from postbox.cli.output import console, print_json
+from postbox.cli.output import console, err_console, print_json
 
 
 def register(app: typer.Typer) -> None:
@@ -22,14 +23,14 @@ def lag(
     group: Optional[str] = typer.Argument(None, help="One consumer group (default: every group reading outbox topics)."),
     topic: Optional[str] = typer.Option(None, "--topic", help="Only this topic."),
     all_topics: bool = typer.Option(False, "--all-topics", help="Include groups' non-outbox topics."),
-    max_lag: Optional[int] = typer.Option(None, "--max-lag", min=0, help="Exit 1 when any group's lag exceeds this."),
+    max_lag: Optional[int] = typer.Option(None, "--max-lag", min=0, help="Exit 1 when any group's lag exceeds this, or the connector or replication slot is not streaming (for cron alerts; says which check tripped)."),
     json_output: bool = JsonOpt,
     kafka_bootstrap: Optional[str] = KafkaOpt,
     connect_url: Optional[str] = ConnectOpt,
     database_url: Optional[str] = DbOpt,
 ) -> int:
     from postbox.connector import default_connector_name
-    from postbox.incident.lag import group_lag, now_ms, pipeline_state
+    from postbox.incident.lag import group_lag, max_lag_alerts, now_ms, pipeline_state
 
     settings = settings_for(kafka_bootstrap=kafka_bootstrap, connect_url=connect_url, database_url=database_url)
     with kafka_for(settings) as kafka:
@@ -39,13 +40,16 @@ def lag(
         groups = group_lag(kafka, [group] if group else None, all_topics=all_topics, topic=topic)
     pipe = pipeline_state(settings.database_url, settings.connect_url, default_connector_name())
     now = now_ms()
+    alerts = max_lag_alerts(groups, pipe, max_lag) if max_lag is not None else []
     over = max_lag is not None and any(g.total > max_lag for g in groups)
     if json_output:
-        print_json({"groups": [g.as_dict(now) for g in groups], **pipe, "max_lag_exceeded": over})
-        return 1 if over else 0
+        print_json({"groups": [g.as_dict(now) for g in groups], **pipe, "max_lag_exceeded": over, "alerts": alerts})
+        return 1 if alerts else 0
     _print_groups(groups, now)
     _print_pipeline(pipe)
-    return 1 if over else 0
+    for alert in alerts:
+        err_console.print(f"[bold red]alert:[/] {escape(alert)}", highlight=False, soft_wrap=True)
+    return 1 if alerts else 0
 
 
 def _print_groups(groups: list[Any], now: int) -> None:

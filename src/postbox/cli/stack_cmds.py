@@ -10,7 +10,7 @@ from rich.table import Table
 
 from postbox.cli.client_options import command_settings, kafka_client_options
 from postbox.cli.output import console, err_console, print_json
-from postbox.slot import LOSS_STATES, describe as describe_slot
+from postbox.slot import describe as describe_slot
 
 
 def register(app: typer.Typer) -> None:
@@ -76,11 +76,15 @@ def down() -> None:
 
 
 def status(json_output: bool = typer.Option(False, "--json", help="Print the status as JSON.")) -> None:
+    """Exit 0 when the stack is healthy, 1 otherwise (with or without --json)."""
+    from postbox.stack.stack import healthy as is_healthy
+
     stack = _stack(locate_tools=False)
     data = stack.status()
+    healthy = is_healthy(data)
     if json_output:
-        print_json(data)
-        return
+        print_json({**data, "healthy": healthy})
+        raise typer.Exit(0 if healthy else 1)
     table = Table(title=f"postbox local stack ({data['state_dir']})", box=None, pad_edge=False)
     for column in ("component", "state", "address", "pid"):
         table.add_column(column, no_wrap=True)
@@ -93,8 +97,6 @@ def status(json_output: bool = typer.Option(False, "--json", help="Print the sta
     console.print(f"connector {connector['name']}: {connector['state']}; task: {task['state']}"
                   + (f" ({task['error']})" if task.get("error") else ""))
     console.print(f"replication slot {slot.get('name', '')}: {describe_slot(slot)}", highlight=False)
-    healthy = all(data[n]["state"] == "running" for n in ("postgres", "redis", "kafka", "connect")) and connector["state"] == "RUNNING" \
-        and slot.get("wal_status") not in LOSS_STATES
     console.print("logs:", highlight=False)
     for name in ("postgres", "redis", "kafka", "connect"):
         console.print(f"  {name:<9} {data[name]['log']}", highlight=False, soft_wrap=True)

@@ -125,5 +125,30 @@ def pipeline_state(database_url: str, connect_url: str, connector: str | None = 
     return {"slot": slot_status(database_url), "connector": connector_status(connect_url, connector)}
 
 
+def max_lag_alerts(groups: list[GroupLag], pipe: dict[str, Any], max_lag: int) -> list[str]:
+    """Why `postbox lag --max-lag N` trips, one line per check, empty when none does.
+
+    Consumer lag alone misses a CDC outage: with Connect down or the connector failed, Kafka lag
+    is 0 while events pile up in the replication slot. So the alert covers the whole path: each
+    group's lag, the connector and its tasks (RUNNING), and the slot (active, its WAL kept)."""
+    from postbox.connector import flowing
+    from postbox.slot import LOSS_STATES
+
+    tripped = [f"group {g.group}: lag {g.total:,} > --max-lag {max_lag:,}" for g in groups if g.total > max_lag]
+    conn = pipe["connector"]
+    if not flowing(conn):
+        failing = [f"task {t['id']} {t['state']}" for t in conn.get("tasks", []) if t.get("state") != "RUNNING"]
+        detail = conn.get("error") or ", ".join(failing) or ("no task" if conn.get("state") == "RUNNING" else "")
+        tripped.append(f"connector {conn['name']}: {conn['state']}" + (f" ({detail})" if detail else "")
+                       + ": events are not read from the database into Kafka")  # fmt: skip
+    slot = pipe["slot"]
+    if slot.get("state") != "active":
+        reason = f" ({slot['error']})" if slot.get("error") else ""
+        tripped.append(f"replication slot {slot.get('name')}: {slot.get('state')}{reason}: nothing streams the outbox's WAL")
+    if slot.get("wal_status") in LOSS_STATES:
+        tripped.append(f"replication slot {slot.get('name')}: wal_status {slot['wal_status']}: events may never be published")
+    return tripped
+
+
 def now_ms() -> int:
     return int(datetime.now(timezone.utc).timestamp() * 1000)

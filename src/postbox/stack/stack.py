@@ -238,6 +238,15 @@ def _exclusive(lock_path: Path, progress: Say) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def healthy(status: dict[str, Any]) -> bool:
+    """Every process running, the connector RUNNING and the slot's WAL kept: `postbox status`
+    (text and ``--json`` alike) exits 1 otherwise, so either form can gate a script."""
+    from postbox.slot import LOSS_STATES
+
+    running = all(status[n]["state"] == "running" for n in ("postgres", "redis", "kafka", "connect"))
+    return running and status["connector"]["state"] == "RUNNING" and status["slot"].get("wal_status") not in LOSS_STATES
+
+
 def _connector_and_task(report: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """`postbox status`'s two lines from the connector report: the connector, and its first task."""
     connector = {k: v for k, v in report.items() if k != "tasks"}
