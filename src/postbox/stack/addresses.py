@@ -13,6 +13,7 @@ import os
 from collections.abc import Mapping
 
 from postbox.database_url import database_url
+from postbox.errors import ConfigError
 from postbox.settings import LOCAL_PG_PORT, LOCAL_REDIS_PORT
 from postbox.stack.layout import default_state_dir
 from postbox.stack.secrets import read_secrets
@@ -31,6 +32,11 @@ def local_stack_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     env = os.environ if environ is None else environ
     try:
         state = default_state_dir()
+    except ConfigError:
+        if env.get("POSTBOX_HOME"):
+            raise  # a checkout named on purpose that is not one: say so
+        return {}  # no checkout here or above (an installed service): no local stack to read
+    try:
         secrets = read_secrets(state / "secrets.env")
         marker = state / REDIS_ACL_MARKER
         marker_text = marker.read_text().strip() if marker.is_file() else ""

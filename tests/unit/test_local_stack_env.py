@@ -1,0 +1,27 @@
+"""The local stack's variables outside a postbox checkout: none, not an error.
+
+Found trying the README walkthrough from a fresh folder with the wheel installed: `EffectsHarness()`
+(and every CLI command reading settings) raised "the local stack runs from a postbox checkout" although
+POSTBOX_REDIS_URL and friends were set — an installed service has no checkout and needs none."""
+
+from __future__ import annotations
+
+import pytest
+
+from postbox.errors import ConfigError
+from postbox.stack import addresses
+
+
+def _no_checkout() -> None:
+    raise ConfigError("the local stack runs from a postbox checkout, and there is none here")
+
+
+def test_no_checkout_means_no_local_stack_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(addresses, "default_state_dir", _no_checkout)
+    assert addresses.local_stack_env({"POSTBOX_REDIS_URL": "redis://elsewhere:6379/0"}) == {}
+
+
+def test_a_postbox_home_that_is_no_checkout_is_still_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(addresses, "default_state_dir", _no_checkout)
+    with pytest.raises(ConfigError):
+        addresses.local_stack_env({"POSTBOX_HOME": "/nowhere"})
