@@ -58,6 +58,7 @@ def test_the_base_install_depends_on_plain_psycopg_and_fastavro_only():
     assert {"confluent-kafka", "redis", "hiredis", "prometheus-client"} <= {_name(r) for r in extras["consumer"]}
     assert {"typer", "rich", "httpx"} <= {_name(r) for r in extras["cli"]}
     assert any(r.startswith("psycopg[binary]") for r in extras["binary"])
+    assert {"opentelemetry-api", "opentelemetry-sdk"} <= {_name(r) for r in extras["otel"]}  # #16.4 spans per event
 
 
 def test_one_version_string():
