@@ -33,7 +33,7 @@ def register_build_info(registry: CollectorRegistry) -> None:
     """``postbox_build_info{version, python, confluent_kafka, librdkafka} 1`` in ``registry``."""
     info = Gauge("postbox_build_info", "The running postbox build (always 1)",
                  ["version", "python", "confluent_kafka", "librdkafka"], registry=registry)  # fmt: skip
-    info.labels(postbox.__version__, platform.python_version(), confluent_kafka.version()[0], confluent_kafka.libversion()[0]).set(1)
+    info.labels(postbox.__version__, platform.python_version(), confluent_kafka.__version__, confluent_kafka.libversion()[0]).set(1)
 
 
 def register_defaults(registry: CollectorRegistry) -> None:
