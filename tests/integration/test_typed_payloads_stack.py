@@ -20,7 +20,7 @@ from postbox.consumer import App, ConsumerConfig
 from postbox.effects import Effects
 from postbox.events import Event
 from postbox.schemas.repository import SchemaRepository
-from tests.support.consumers import ThreadedRuntime, committed, create_topic, wait_for
+from tests.support.consumers import ThreadedRuntime, committed, create_topic, read_all, wait_for
 from tests.support.independent import produce_independently
 
 pytestmark = pytest.mark.integration
@@ -118,3 +118,38 @@ def test_a_payload_class_that_does_not_fit_stops_postbox_consume_at_start(settin
     assert "bytes (decimal) in the schema but annotated float: annotate it Decimal" in output
     assert str(folder / aggregate / "Invoiced.v1.avsc") in output
     shutil.rmtree(folder)
+
+
+def test_a_payload_that_cannot_be_built_is_dead_lettered_naming_the_field_and_the_partition_moves_on(settings, redis_client, unique):
+    # No schema for this event (a JSON-only app): nothing checks the payload before the typed handler.
+    aggregate, group = f"nosch{unique}", f"test-typed-dlq-{unique}"
+    topic = f"outbox.event.{aggregate}"
+    create_topic(settings.kafka_bootstrap, topic, 1)
+    app, seen = App(require_schemas=False), []
+
+    @app.handler(aggregate, "Paid")
+    def on_paid(event: Event[Paid], fx: Effects) -> None:
+        seen.append(event.payload)
+
+    def record(payload: dict) -> tuple:
+        return (b"k", json.dumps(payload).encode(), [("id", str(uuid.uuid4()).encode()), ("eventType", b"Paid")], 0)
+
+    produce_independently(settings.kafka_bootstrap, topic, [record({"order_id": "o-1", "cents": "12"}), record({"order_id": "o-2", "cents": 5})])
+    config = ConsumerConfig.load(group=group, topics=topic, batch_wait_ms=20)
+    runtime = ThreadedRuntime(app, config).start()
+    try:
+        wait_for(lambda: runtime.ok() and committed(settings.kafka_bootstrap, group, topic, 1) == {0: 2}, 60, "both records committed")
+    finally:
+        runtime.stop()
+    assert seen == [Paid("o-2", 5)]
+    letters = read_all(settings.kafka_bootstrap, f"{topic}.dlq", expect=1)
+    headers = dict(letters[0].headers())
+    assert headers["postbox.error.class"] == b"PayloadTypeError"
+    assert b"does not fit Paid: field 'cents' = '12': expected int, got str" in headers["postbox.error"]
+    redis_client.delete(f"postbox:failures:{group}")
+
+
+@dataclass(frozen=True)
+class Paid:
+    order_id: str
+    cents: int
