@@ -19,6 +19,7 @@ inline private key), and :meth:`KafkaProperties.scrub` removes their values from
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -308,9 +309,16 @@ def writer_role(*, message_timeout_ms: int) -> Role:
     )
 
 
+#: librdkafka's own log lines (``%4|...|GETPID|...``), as records of this logger: every client
+#: :func:`build` configures hands them to Python logging (``logger``), so they come out in the
+#: process's one format (``--log-format json``) instead of as raw text on stderr.
+LIBRDKAFKA_LOGGER = "postbox.librdkafka"
+
+
 def build(bootstrap: str, properties: KafkaProperties, role: Role, **callbacks: Any) -> dict[str, Any]:
     """The librdkafka configuration of one client: defaults < file < ``-X`` < owned, then the
-    Python callbacks (``error_cb``, ``logger``, ``on_commit``...), which no file can set."""
+    Python callbacks (``error_cb``, ``logger``, ``on_commit``...), which no file can set. Without
+    a ``logger`` among them, librdkafka logs to :data:`LIBRDKAFKA_LOGGER`."""
     conf: dict[str, Any] = {"bootstrap.servers": bootstrap, **role.defaults}
     for key, value in properties.values.items():
         if key != "bootstrap.servers":  # Settings resolved it (flag > -X > env > file)
@@ -324,6 +332,7 @@ def build(bootstrap: str, properties: KafkaProperties, role: Role, **callbacks: 
                 fix=f"remove {key} from the Kafka properties" + (f", or {why}" if why.startswith("set it") else ""),
             )
         conf[key] = value
+    conf["logger"] = logging.getLogger(LIBRDKAFKA_LOGGER)
     conf.update(callbacks)
     return conf
 
