@@ -69,3 +69,18 @@ def test_postbox_env_exports_the_maintenance_url_that_db_retention_accepts():
     done = run_cli("db", "retention", "--dry-run", "--json", env={**bare_env(), "POSTBOX_MAINT_DATABASE_URL": maint,
                                                                    "POSTBOX_STATE_DIR": "/nonexistent-postbox-state"})
     assert done.returncode == 0, done.stderr
+
+
+def test_db_retention_takes_durations_as_every_other_command_does():
+    """#15.2 one duration parser: `--keep 172800` (bare seconds) and `--lock-timeout 1m` were refused
+    by retention's own parser ("not a positive number followed by m, h, d or w" / "not a number of
+    seconds"); they mean what they mean everywhere else, and bad ones are usage errors naming the flag."""
+    seconds = run_cli("db", "retention", "--keep", "172800", "--lock-timeout", "1m", "--dry-run", "--json", env=bare_env())
+    assert seconds.returncode == 0, seconds.stderr
+    days = run_cli("db", "retention", "--keep", "2d", "--lock-timeout", "60s", "--dry-run", "--json", env=bare_env())
+    assert days.returncode == 0, days.stderr
+    plan = ("created", "dropped", "kept", "skipped")
+    assert {k: json.loads(seconds.stdout)[k] for k in plan} == {k: json.loads(days.stdout)[k] for k in plan}
+    for flag, value in (("--keep", "2 days"), ("--lock-timeout", "0s"), ("--partition-width", "-1d")):
+        bad = run_cli("db", "retention", flag, value, "--dry-run", env=bare_env())
+        assert bad.returncode == 2 and flag in bad.stderr and "Traceback" not in bad.stderr, (flag, bad.stderr)

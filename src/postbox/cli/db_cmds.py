@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from typing import Optional
 
 import typer
 from rich.table import Table
 
+from postbox.cli.incident_common import duration
 from postbox.cli.output import console, err_console, print_json
 from postbox.errors import ConfigError
 
@@ -31,11 +33,20 @@ def _maint_url(url: Optional[str]) -> str:
     return chosen
 
 
+def _positive(text: str, option: str) -> timedelta:
+    """A duration flag (postbox.durations: ``90s``, ``15m``, ``2d``, ``500ms``, bare seconds),
+    more than zero; a usage error naming the flag otherwise."""
+    value = duration(text, option)
+    if value is None or value <= timedelta(0):
+        raise typer.BadParameter(f"{text!r} is not a duration above zero, e.g. 2s, 15m, 2d", param_hint=option)
+    return value
+
+
 @db_app.command("init")
 def init(
     admin_url: Optional[str] = typer.Option(None, "--admin-url", help=f"superuser or database-owner URL (env {ADMIN_ENV})"),
     retention: Optional[str] = typer.Option(None, "--retention", help="partitions (default) or delete; sets the app's grants"),
-    width: str = typer.Option("1d", "--partition-width", help="time span of one outbox partition (m, h, d, w)"),
+    width: str = typer.Option("1d", "--partition-width", help="time span of one outbox partition (e.g. 1d, 12h)"),
     ahead: str = typer.Option("7d", "--ahead", help="create partitions this far ahead of now"),
     as_json: bool = typer.Option(False, "--json", help="print what changed as JSON"),
 ) -> int:
@@ -45,7 +56,6 @@ def init(
     an unset one leaves that role's password unchanged.
     """
     from postbox.db import PASSWORD_ENV, init_database
-    from postbox.outbox.retention import parse_duration
 
     url = admin_url or os.environ.get(ADMIN_ENV)
     if not url:
@@ -56,8 +66,8 @@ def init(
         cdc_password=os.environ.get(PASSWORD_ENV["postbox_cdc"]),
         maint_password=os.environ.get(PASSWORD_ENV["postbox_maint"]),
         retention=retention,
-        partition_width=parse_duration(width),
-        partitions_ahead=parse_duration(ahead),
+        partition_width=_positive(width, "--partition-width"),
+        partitions_ahead=_positive(ahead, "--ahead"),
     )
     if as_json:
         print_json({"changes": lines})
@@ -70,26 +80,22 @@ def init(
 @db_app.command("retention")
 def retention(
     url: Optional[str] = typer.Option(None, "--url", help=f"postbox_maint URL (env {MAINT_ENV}; default: local stack)"),
-    keep: str = typer.Option("2d", "--keep", help="keep outbox rows at least this long (m, h, d, w)"),
+    keep: str = typer.Option("2d", "--keep", help="keep outbox rows at least this long (e.g. 2d, 36h, 172800 seconds)"),
     width: str = typer.Option("1d", "--partition-width", help="time span of new partitions"),
     ahead: str = typer.Option("7d", "--ahead", help="keep partitions this far ahead of now"),
-    lock_timeout: str = typer.Option("2s", "--lock-timeout", help="longest an emit may wait behind this run (e.g. 2s)"),
+    lock_timeout: str = typer.Option("2s", "--lock-timeout", help="longest an emit may wait behind this run (e.g. 2s, 500ms, 1m)"),
     dry_run: bool = typer.Option(False, "--dry-run", help="say what would be dropped; change nothing"),
     as_json: bool = typer.Option(False, "--json", help="print the report as JSON"),
 ) -> int:
     """Drop expired outbox partitions, create upcoming ones, purge the default partition. Cron-safe."""
-    from datetime import timedelta
+    from postbox.outbox.retention import run_retention
 
-    from postbox.outbox.retention import parse_duration, run_retention
-
-    if not (lock_timeout.endswith("s") and lock_timeout[:-1].isdigit() and int(lock_timeout[:-1]) > 0):
-        raise ConfigError(f"--lock-timeout {lock_timeout!r} is not a number of seconds", fix="e.g. --lock-timeout 2s")
     report = run_retention(
         _maint_url(url),
-        keep=parse_duration(keep),
-        width=parse_duration(width),
-        ahead=parse_duration(ahead),
-        lock_timeout=timedelta(seconds=int(lock_timeout[:-1])),
+        keep=_positive(keep, "--keep"),
+        width=_positive(width, "--partition-width"),
+        ahead=_positive(ahead, "--ahead"),
+        lock_timeout=_positive(lock_timeout, "--lock-timeout"),
         dry_run=dry_run,
         progress=lambda line: err_console.print(f"… {line}", highlight=False),
     )

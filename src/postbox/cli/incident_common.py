@@ -82,7 +82,7 @@ def duration(text: Optional[str], option: str) -> Optional[timedelta]:
     """``text`` as a duration, or a usage error naming ``option``."""
     if not text:
         return None
-    from postbox.incident.redis_state import parse_duration
+    from postbox.durations import parse_duration
 
     try:
         return parse_duration(text, option)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from postbox.durations import parse_duration as _parse_duration_text
 from postbox import kafka_config
 from postbox.consumer import instance
+from postbox.effects.engine import DEFAULT_MARKER_TTL
 from postbox.errors import ConfigError
 from postbox.kafka_config import KafkaProperties
 from postbox.settings import Settings, redact_url
@@ -63,8 +64,8 @@ class ConsumerConfig:
     #: Exponential backoff of transient failures: first delay and cap (ms); full jitter in [d/2, d].
     backoff_base_ms: int = 200
     backoff_max_ms: int = 30_000
-    #: Dedupe marker lifetime: keep it above the topics' retention (default 8 days).
-    marker_ttl: timedelta = timedelta(days=8)
+    #: Dedupe marker lifetime: keep it above the topics' retention (default: the engine's).
+    marker_ttl: timedelta = DEFAULT_MARKER_TTL
     #: Prometheus endpoint port (0 = off), served on ``metrics_host``.
     metrics_port: int = 0
     metrics_host: str = "127.0.0.1"

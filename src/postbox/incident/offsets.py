@@ -19,7 +19,8 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicP
 from postbox.errors import GroupActiveError, IncidentError, UnknownGroupError
 from postbox.incident.kafka import Kafka
 from postbox.incident.records import iso_ms, parse_iso
-from postbox.incident.redis_state import human_duration, parse_duration
+from postbox.durations import parse_duration
+from postbox.incident.redis_state import human_duration
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from confluent_kafka import KafkaError, TopicPartition
 from postbox.codec import AvroCodec
 from postbox.incident.kafka import Kafka
 from postbox.incident.records import RecordView, field_matches, parse_iso, payload_field, render
-from postbox.incident.redis_state import parse_duration
+from postbox.durations import parse_duration
 
 
 @dataclass(frozen=True)

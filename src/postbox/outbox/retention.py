@@ -69,15 +69,6 @@ class RetentionReport:
         }
 
 
-def parse_duration(text: str) -> timedelta:
-    """``90m``, ``6h``, ``2d``, ``1w`` → timedelta (ConfigError-like RetentionError otherwise)."""
-    units = {"m": 60, "h": 3600, "d": 86400, "w": 604800}
-    text = text.strip().lower()
-    if len(text) >= 2 and text[-1] in units and text[:-1].isdigit() and int(text[:-1]) > 0:
-        return timedelta(seconds=int(text[:-1]) * units[text[-1]])
-    raise RetentionError(f"duration {text!r} is not a positive number followed by m, h, d or w", fix="e.g. 2d or 6h")
-
-
 def list_partitions(conn: psycopg.Connection[Any]) -> list[dict[str, Any]]:
     """The outbox's partitions with their time ranges and estimated row counts, oldest first."""
     rows = conn.execute(
