@@ -9,7 +9,9 @@ versions of every component and the exact commands.
 
 The generated text sits between two marker comments; everything outside them (for example a
 ``## Faults`` section another suite appends) is kept as it is. A file without the markers keeps
-all of its content after the generated block.
+all of its content after the generated block. With ``--only``, only the named benchmarks'
+sections are replaced (each section says when it ran and at what load); the other sections and
+the header stay as they were, so one benchmark can be re-run without losing the others' figures.
 """
 
 from __future__ import annotations
@@ -41,13 +43,15 @@ ABOUT = {
 
 def run_bench(name: str, quick: bool, timeout: float) -> dict[str, Any]:
     cmd = [sys.executable, f"bench/{name}.py"] + (["--quick"] if quick else [])
+    when = {"started": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "load": " ".join(f"{x:.2f}" for x in os.getloadavg())}
     print(f"report: running {' '.join(cmd[1:])} …", file=sys.stderr, flush=True)
     started = time.monotonic()
     try:
         # stdout is collected (tables + the JSON line); stderr (progress) goes straight through.
         proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as exc:
-        return {"name": name, "command": "python " + " ".join(cmd[1:]), "ok": False, "seconds": timeout,
+        return {**when, "name": name, "command": "python " + " ".join(cmd[1:]), "ok": False, "seconds": timeout,
                 "error": f"timed out after {timeout:.0f} s", "output": (exc.stdout or "") if isinstance(exc.stdout, str) else ""}
     lines = proc.stdout.rstrip().splitlines()
     figures: dict[str, Any] | None = None
@@ -60,7 +64,7 @@ def run_bench(name: str, quick: bool, timeout: float) -> dict[str, Any]:
     ok = proc.returncode == 0 and figures is not None
     error = None if ok else f"exit code {proc.returncode}" + ("" if figures is not None else ", no JSON line") + " (its stderr is above)"
     print(f"report: {name} {'done' if ok else 'FAILED: ' + str(error)} in {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
-    return {"name": name, "command": "python " + " ".join(cmd[1:]), "ok": ok, "seconds": round(time.monotonic() - started),
+    return {**when, "name": name, "command": "python " + " ".join(cmd[1:]), "ok": ok, "seconds": round(time.monotonic() - started),
             "figures": figures, "output": "\n".join(lines).strip(), "error": error}
 
 
@@ -265,7 +269,8 @@ def render(results: list[dict[str, Any]], quick: bool, started: datetime, cmdlin
     out += [r["command"] for r in results]
     out += ["```", ""]
     for r in results:
-        out += [f"## {r['name']}: {ABOUT[r['name']]}", "", f"`{r['command']}` ({r['seconds']} s)", ""]
+        out += [f"## {r['name']}: {ABOUT[r['name']]}", "",
+                f"`{r['command']}` ({r['seconds']} s; run {r['started']}, load average at its start {r['load']})", ""]
         if not r["ok"]:
             out += [f"**This run failed**: {r['error']}", ""]
         f = r.get("figures") or {}
@@ -279,15 +284,48 @@ def render(results: list[dict[str, Any]], quick: bool, started: datetime, cmdlin
     return "\n".join(out) + "\n"
 
 
-def merge(existing: str, generated: str) -> str:
-    """The generated block in place of the previous one; every other line of the file kept."""
+def merge(existing: str, generated: str, only: tuple[str, ...] | None = None) -> str:
+    """The generated block in place of the previous one; every other line of the file kept.
+
+    ``only`` (a partial run): replace just those benchmarks' sections inside the previous block,
+    keeping its header and the other benchmarks' sections.
+    """
     if BEGIN in existing and END in existing:
         head, rest = existing.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
+        old_block, tail = rest.split(END, 1)
+        if only:
+            generated = BEGIN + _replace_sections(old_block, generated, only) + END + "\n"
         return head + generated.rstrip("\n") + tail
     if existing.strip():
         return generated + "\n" + existing.lstrip("\n")
     return generated
+
+
+_SECTION = re.compile(rf"^## ({'|'.join(BENCHES)}): ", re.M)
+
+
+def _sections(block: str) -> dict[str, tuple[int, int]]:
+    """Where each benchmark's section starts and ends in ``block`` (up to the next one or the end)."""
+    found = list(_SECTION.finditer(block))
+    ends = [m.start() for m in found[1:]] + [len(block)]
+    return {m.group(1): (m.start(), end) for m, end in zip(found, ends)}
+
+
+def _replace_sections(old_block: str, generated: str, only: tuple[str, ...]) -> str:
+    new_block = generated.split(BEGIN, 1)[1].split(END, 1)[0]
+    fresh = {name: new_block[a:b] for name, (a, b) in _sections(new_block).items()}
+    block = old_block
+    for name in only:
+        if name not in fresh:
+            continue
+        where = _sections(block)
+        text = fresh[name].rstrip("\n") + "\n\n"
+        if name in where:
+            a, b = where[name]
+            block = block[:a] + text + block[b:]
+        else:
+            block = block.rstrip("\n") + "\n\n" + text
+    return block
 
 
 def main() -> None:
@@ -305,7 +343,8 @@ def main() -> None:
     text = render(results, args.quick, started, cmdline)
     path = Path(args.output)
     existing = path.read_text() if path.exists() else ""
-    path.write_text(merge(existing, text))  # re-read just before writing: another suite may append
+    partial = tuple(names) if names != list(BENCHES) else None
+    path.write_text(merge(existing, text, partial))  # re-read just before writing: another suite may append
     failed = [r["name"] for r in results if not r["ok"]]
     print(f"report: wrote {path}" + (f"; FAILED: {', '.join(failed)}" if failed else ""), file=sys.stderr)
     sys.exit(1 if failed else 0)
