@@ -29,7 +29,16 @@ postbox code), each in one transaction, interleaved with ``batch``:
   batch_insert      the same one-statement unnest INSERT emit_many sends
   batch_statements  one INSERT per event through one pipeline      (what emit_many sent before #17)
 
+and ``batch_before``: emit_many as it was before #17's batch work (prepare_event per event, then
+one INSERT per event through one pipeline), so the batch speed-up is a ratio of one run.
+
 and the off-path cost of each retention: dropping a partition of R rows vs deleting them.
+
+What each scenario costs is measured apart from its rate: one connection runs the scenarios in
+turns (blocks of transactions, interleaved) and sums the CPU time the client process and its
+server backend spent on each (/proc/<pid>/schedstat). On a loaded shared machine rates swing by
+tens of per cent between windows; these costs, and their ratios (``*_cpu_ratio``: what the rate
+ratio is on a CPU-bound machine without other load), are steadier.
 
 Prints a table, then as its last line one JSON object (emit_tps_ratio = emit / base, ...).
 """
@@ -161,7 +170,8 @@ class Cpu(NamedTuple):
     Why: on a shared machine a run's transaction rate swings with everyone else's load, while
     the CPU time a transaction costs (client and server process together) moves far less; on a
     CPU-bound machine the rate ratio of two scenarios is the inverse of their cost ratio.
-    The server side is read from /proc (the local stack's backend runs on this host).
+    Both are read from /proc/<pid>/schedstat (nanoseconds on a CPU; the local stack's backend
+    runs on this host), not from the 10 ms ticks of /proc/<pid>/stat.
     """
 
     client: float
@@ -169,18 +179,18 @@ class Cpu(NamedTuple):
 
     @classmethod
     def now(cls, backend_pid: int) -> "Cpu":
-        try:
-            fields = Path(f"/proc/{backend_pid}/stat").read_text().rsplit(")", 1)[1].split()
-            server = (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS  # utime + stime
-        except OSError:  # the server is on another host: no server figure
-            server = float("nan")
-        return cls(time.process_time(), server)
+        return cls(_on_cpu("self"), _on_cpu(str(backend_pid)))
 
     def __sub__(self, other: "Cpu") -> "Cpu":  # type: ignore[override]
         return Cpu(self.client - other.client, self.server - other.server)
 
 
-_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+def _on_cpu(pid: str) -> float:
+    """Seconds process ``pid`` has run on a CPU (its main thread; a backend has no other)."""
+    try:
+        return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0]) / 1e9
+    except OSError:  # the server is on another host: no server figure
+        return float("nan")
 
 
 class Round(NamedTuple):
@@ -237,7 +247,35 @@ def cost_us(rounds: list[Round]) -> tuple[float, float]:
     return statistics.median(r.client_us for r in rounds), statistics.median(r.server_us for r in rounds)
 
 
-BATCH_KINDS = ("batch", "batch_copy", "batch_insert", "batch_statements")
+def measure_costs(kinds: list[str], url: str, outboxes: tuple[Outbox, Outbox], payload: bytes,
+                  blocks: int, block: int) -> dict[str, tuple[float, float]]:
+    """CPU µs per transaction of each scenario, client and server backend, on one connection.
+
+    The scenarios take turns in blocks of ``block`` transactions, ``blocks`` times each, and the
+    CPU of all of a scenario's blocks is summed: whatever else the machine does meanwhile falls
+    on every scenario alike, so the ratios hold on a loaded machine where rates do not.
+    """
+    spent = {k: Cpu(0.0, 0.0) for k in kinds}
+    ref = ReferenceRows(payload)
+    n = 0
+    with psycopg.connect(url) as conn:
+        pid = conn.info.backend_pid
+        for kind in kinds:
+            for w in range(20):
+                one_tx(kind, conn, *outboxes, ref, -1 - w)
+        for b in range(blocks):
+            for kind in kinds if b % 2 == 0 else reversed(kinds):
+                before = Cpu.now(pid)
+                for _ in range(block):
+                    one_tx(kind, conn, *outboxes, ref, n)
+                    n += 1
+                used = Cpu.now(pid) - before
+                spent[kind] = Cpu(spent[kind].client + used.client, spent[kind].server + used.server)
+    done = blocks * block
+    return {k: (c.client / done * 1e6, c.server / done * 1e6) for k, c in spent.items()}
+
+
+BATCH_KINDS = ("batch", "batch_before", "batch_copy", "batch_insert", "batch_statements")
 COPY_SQL = "COPY postbox.outbox (id, aggregate_type, aggregate_id, event_type, payload, traceparent) FROM STDIN (FORMAT BINARY)"
 
 
@@ -251,6 +289,10 @@ def measure_batch(kind: str, url: str, outbox: Outbox, payload: bytes, size: int
         with conn.transaction():
             if kind == "batch":
                 outbox.emit_many(conn, events)
+            elif kind == "batch_before":
+                prepared = [outbox.rows.prepare_event(e) for e in events]
+                with conn.pipeline(), conn.cursor() as cur:
+                    cur.executemany(INSERT_SQL, [r.params for r in prepared])
             elif kind == "batch_copy":
                 with conn.cursor().copy(COPY_SQL) as copy:
                     copy.set_types(["uuid", "text", "text", "text", "bytea", "text"])
@@ -318,7 +360,8 @@ def main() -> None:
         for kind in order:
             results[kind].append(measure_tps(kind, url, outboxes, payload, args.clients, seconds))
     tps = {k: statistics.median(r.rate for r in v) for k, v in results.items()}
-    cost = {k: cost_us(v) for k, v in results.items()}
+    blocks, block = (10, 200) if args.quick else (30, 300)
+    cost = measure_costs(kinds, url, outboxes, payload, blocks, block)
     total = {k: sum(c) for k, c in cost.items()}
     batch_rates: dict[str, list[Round]] = {k: [] for k in BATCH_KINDS}
     for r in range(rounds):
@@ -358,9 +401,14 @@ def main() -> None:
         "batch_vs_copy": round(batch_eps / eps["batch_copy"], 3),
         "batch_vs_hand_insert": round(batch_eps / eps["batch_insert"], 3),
         "batch_vs_statements": round(batch_eps / eps["batch_statements"], 3),
+        "batch_before_events_per_s": round(eps["batch_before"], 1),
+        "batch_vs_before": round(batch_eps / eps["batch_before"], 3),
+        "batch_vs_before_cpu": round(sum(batch_cost["batch_before"]) / sum(batch_cost["batch"]), 3),
         "load_average_1m": [round(load_before[0], 1), round(load_after[0], 1)],
-        # CPU µs per transaction (per event for batches): [client, server backend]; their ratios
-        # are what the rate ratios would be on a CPU-bound machine with no other load.
+        # CPU µs per transaction (one connection, scenarios interleaved in blocks; per event for
+        # batches): [client, server backend]; their ratios are what the rate ratios would be on a
+        # CPU-bound machine with no other load.
+        "cost_blocks": [blocks, block],
         "cpu_us": {k: [round(c, 1), round(sv, 1)] for k, (c, sv) in {**cost, **batch_cost}.items()},
         "emit_cpu_ratio": round(total["base"] / total["emit"], 3),
         "emit_folded_cpu_ratio": round(total["base"] / total["emit_folded"], 3),
@@ -389,7 +437,7 @@ def main() -> None:
     ]:
         print(f"{label:<48}{tps[kind]:>10.1f}{tps[kind] / tps[base]:>10.3f}"
               f"{cost[kind][0]:>11.1f}{cost[kind][1]:>11.1f}{total[base] / total[kind]:>12.3f}")
-    for label, kind in [("batch emit_many", "batch"), ("  hand-made COPY (binary)", "batch_copy"),
+    for label, kind in [("batch emit_many", "batch"), ("  emit_many as before #17", "batch_before"), ("  hand-made COPY (binary)", "batch_copy"),
                         ("  hand-made unnest INSERT", "batch_insert"), ("  one INSERT per event, pipelined", "batch_statements")]:
         print(f"{label + ' of ' + str(batch) + ' (events/s)':<48}{eps[kind]:>10.1f}{batch_eps / eps[kind]:>10.3f}"
               f"{batch_cost[kind][0]:>11.1f}{batch_cost[kind][1]:>11.1f}{sum(batch_cost[kind]) / sum(batch_cost['batch']):>12.3f}")
