@@ -147,9 +147,10 @@ def waitaof_server(*, appendfsync: str = "everysec", config: dict[str, str] | No
 
 
 class RedisClusterProcesses:
-    """Three cluster-enabled redis-servers joined with ``redis-cli --cluster create`` (no replicas)."""
+    """Three cluster-enabled redis-servers joined with ``redis-cli --cluster create`` (no replicas).
+    ``config``: more settings for every node (e.g. ``cluster-require-full-coverage no``)."""
 
-    def __init__(self, masters: int = 3) -> None:
+    def __init__(self, masters: int = 3, config: dict[str, str] | None = None) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="postbox-cluster-"))
         self.servers: list[RedisServer] = []
         for i in range(masters):
@@ -158,7 +159,7 @@ class RedisClusterProcesses:
             self.servers.append(
                 RedisServer(
                     workdir=node_dir,
-                    config={"cluster-enabled": "yes", "cluster-config-file": str(node_dir / "nodes.conf"), "cluster-node-timeout": "5000"},
+                    config={"cluster-enabled": "yes", "cluster-config-file": str(node_dir / "nodes.conf"), "cluster-node-timeout": "5000", **(config or {})},
                 )
             )
 

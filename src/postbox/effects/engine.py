@@ -20,24 +20,28 @@ a later event of the same call does not depend on an earlier one succeeding.
 
 Refused calls are error replies and nothing ran: OOM (maxmemory + noeviction: the script's
 flags leave out ``allow-oom``, so Redis refuses it before its first line), BUSY, LOADING, READONLY,
-TRYAGAIN, CLUSTERDOWN, connection errors. Those raise :class:`TransientEffectError`; retrying the
-whole batch is safe because events whose call did run come back as duplicates.
+TRYAGAIN, CLUSTERDOWN, connection errors. Those raise :class:`TransientEffectError` (or, with
+``apply(..., partial=True)``, come back as ``RETRY`` results for the events they held back);
+retrying is safe because events whose call did run come back as duplicates.
 
 Calls go out one at a time per hash-slot lane, so the events of one aggregate are applied in
 order even when a call must be retried (NOSCRIPT, MOVED). On Redis Cluster the events are grouped
 by the slot of their routing tag (every key of an event, its marker and failure stream included,
 must be in that slot — see :mod:`postbox.effects.keys`; with ``strict_slots`` an effect key
 outside it fails the event before sending, naming the keys, their slots and the slot expected),
-and the calls of one round that go to the same node (different slots, so no order between them)
-are pipelined.
+the calls of one round that go to the same node (different slots, so no order between them)
+are pipelined, and each node's calls run in their own thread, in parallel with the other nodes'
+(:mod:`postbox.effects.nodes`): a master that is down or stopped holds back only the events whose
+slots live on it, and the apply rate grows with the number of masters.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import enum
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -57,6 +61,7 @@ from postbox.effects import groups
 from postbox.effects.builder import EffectCommand, Effects
 from postbox.effects.durability import Durability, check_durability
 from postbox.effects.keys import EventRef, KeyLayout, describe_slots, key_slot, legacy_anchor
+from postbox.effects.nodes import NodeHealth, Placement, plan_waves
 from postbox.effects.script import ApplyScript, build_script, default_functions_dir
 from postbox.redis_client import login_error
 from postbox.errors import (
@@ -91,6 +96,8 @@ class Outcome(str, enum.Enum):
     APPLIED = "applied"
     DUPLICATE = "duplicate"
     FAILED = "failed"
+    #: Not applied now for a transient reason (only with ``apply(..., partial=True)``): apply it again later.
+    RETRY = "retry"
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +112,10 @@ class ApplyResult:
       (``None`` when the event was refused before sending, e.g. mixed slots), ``error`` is Redis's
       text (``WRONGTYPE ...``). ``undo_error`` set means the undo itself failed: a bug, the keys
       may be partial — :meth:`raise_for_failure` raises :class:`EffectEngineError` for it.
+    - ``RETRY`` (``apply(..., partial=True)`` only): not known applied, for a transient reason
+      (``reason``: its node unreachable or down, CLUSTERDOWN, an earlier event of its lane or order
+      key not applied, ...; ``error`` says what). Nothing is lost by applying it again: if it did
+      land, it comes back as a duplicate.
     """
 
     event_id: str
@@ -117,6 +128,8 @@ class ApplyResult:
     undo_error: str | None = None
     #: Refused before sending because its keys span several hash slots (see ``error``).
     cross_slot: bool = False
+    #: Why a ``RETRY`` is to be retried (a transient reason such as ``connection``, ``CLUSTERDOWN``).
+    reason: str | None = None
 
     @property
     def applied(self) -> bool:
@@ -129,6 +142,10 @@ class ApplyResult:
     @property
     def failed(self) -> bool:
         return self.outcome is Outcome.FAILED
+
+    @property
+    def retry(self) -> bool:
+        return self.outcome is Outcome.RETRY
 
     def raise_for_failure(self) -> "ApplyResult":
         """Return self unless failed; raise :class:`PermanentEffectError` (or
@@ -181,6 +198,9 @@ class EffectsEngine:
     identity change (derived from the event's effects as that version did; on a cluster only when
     that key is in the event's slot) — leave it on until every record a group may redeliver was
     consumed by this version (one marker TTL), then turn it off to save its cost (see bench/effects.py).
+    ``node_wait``: on a cluster, how long a node's calls may take before the node is put down
+    (its events then come back as retries at once until it answers a PING again; see
+    :mod:`postbox.effects.nodes`).
     """
 
     def __init__(
@@ -198,6 +218,7 @@ class EffectsEngine:
         waitaof_timeout: timedelta = timedelta(seconds=5),
         durability_refresh_s: float = 60.0,
         legacy_markers: bool = True,
+        node_wait: timedelta = timedelta(seconds=3),
     ) -> None:
         if getattr(client, "get_encoder", None) and client.get_encoder().decode_responses:
             raise EffectEngineError("the Redis client decodes responses; postbox needs bytes replies (decode_responses=False)")
@@ -220,6 +241,10 @@ class EffectsEngine:
         self.waitaof_timeout_ms = round(waitaof_timeout / timedelta(milliseconds=1))
         self._durability_refresh_s = durability_refresh_s
         self._durability: tuple[float, Durability] | None = None
+        #: Longest wait for one cluster node's calls before it is put down (plus the WAITAOF timeout).
+        self.node_wait_s = node_wait.total_seconds()
+        self._health = NodeHealth()
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         fdir = default_functions_dir() if functions_dir == "default" else functions_dir
         self.script: ApplyScript = build_script(Path(fdir) if fdir is not None else None)
         self._header = [
@@ -232,37 +257,45 @@ class EffectsEngine:
 
     # -- public API -------------------------------------------------------------------------
 
-    def apply(self, events: Iterable[tuple[EventRef, Effects]]) -> list[ApplyResult]:
+    def apply(
+        self,
+        events: Iterable[tuple[EventRef, Effects]],
+        *,
+        partial: bool = False,
+        order: Sequence[Hashable | None] | None = None,
+    ) -> list[ApplyResult]:
         """Apply events in order; one :class:`ApplyResult` per event, in input order.
 
         Each event is an :class:`EventRef` (id + routing tag: build it with
         :func:`~postbox.effects.keys.event_ref`) and the :class:`Effects` its handler described.
+        Events of one hash slot take effect in input order; ``order`` (one key per event, None for
+        none) extends that to events sharing a key whose slots live on different cluster nodes
+        (the runtime passes each record's partition and Kafka key): such an event is sent only once
+        the earlier one is applied.
 
-        Raises :class:`TransientEffectError` when Redis refused or could not be reached (retry the
-        same batch later), :class:`EffectEngineError` for an unexpected error reply. Permanent
-        per-event failures are results, not exceptions.
+        ``partial``: a transient failure (a node unreachable or down, CLUSTERDOWN, OOM, ...) comes
+        back as ``RETRY`` results for the events it held back while the others are applied — on a
+        cluster, a master that is down holds back only the events whose slots live on it (and
+        those ordered after them). Without ``partial`` the first such failure is raised as
+        :class:`TransientEffectError` once every node answered (retry the same batch later: what
+        did land comes back as duplicates).
+
+        Raises :class:`EffectEngineError` for an unexpected error reply, :class:`EffectConfigError`
+        for a refusal no retry fixes. Permanent per-event failures are results, not exceptions.
         """
         results: list[ApplyResult | None] = []
-        lanes: dict[int, list[_Event]] = {}
+        prepared: list[_Event] = []
         for index, (ref, effects) in enumerate(events):
-            results.append(None)
-            prepared = self._prepare(index, ref, effects)
-            if isinstance(prepared, ApplyResult):
-                results[index] = prepared
-            else:
-                lanes.setdefault(prepared.slot if self.cluster else 0, []).append(prepared)
-        if lanes:
-            waitaof = self.durability().method == "waitaof"
-            queues = [self._calls(lane, waitaof) for lane in lanes.values()]
-            for round_no in range(max(len(q) for q in queues)):
-                batch = [q[round_no] for q in queues if round_no < len(q)]
-                self._execute(batch, waitaof)
-                for call in batch:
-                    for event, reply in zip(call.events, call.reply):
-                        results[event.index] = self._result(event, reply)
-        if self._registry_pending:
+            found = self._prepare(index, ref, effects)
+            results.append(found if isinstance(found, ApplyResult) else None)
+            if isinstance(found, _Event):
+                prepared.append(found)
+        error = self._apply_waves(prepared, results, order) if prepared else None
+        if error is not None and not partial:
+            raise error
+        if self._registry_pending and error is None:
             self._publish_group()  # Redis took this batch: it takes the registry entry too
-        return results  # type: ignore[return-value]
+        return results  # type: ignore[return-value]  # _apply_waves gave every prepared event its result
 
     def apply_one(self, ref: EventRef, effects: Effects) -> ApplyResult:
         """Apply one event (one round trip)."""
@@ -271,6 +304,10 @@ class EffectsEngine:
     def durability(self, *, refresh: bool = False) -> Durability:
         """Whether acknowledged applies are durable (checked once a minute; see ``durability``)."""
         now = time.monotonic()
+        if self._health.take_recovered():
+            refresh = True  # a node came back: it may have restarted with other settings
+        elif self._durability is not None and self._health.any_down():
+            return self._durability[1]  # re-read once every node answers (a read now would wait on the down one)
         if refresh or self._durability is None or now - self._durability[0] > self._durability_refresh_s:
             try:
                 verdict = check_durability(self.client)
@@ -465,39 +502,157 @@ class EffectsEngine:
 
     # -- sending --------------------------------------------------------------------------------
 
-    def _execute(self, calls: list[_Call], waitaof: bool) -> None:
+    def _apply_waves(
+        self, prepared: list[_Event], results: list[ApplyResult | None], order: Sequence[Hashable | None] | None
+    ) -> TransientEffectError | None:
+        """Send the prepared events wave by wave (:func:`~postbox.effects.nodes.plan_waves`), each
+        wave's nodes in parallel; fill ``results``; return the first transient failure, if any.
+        An event whose lane or order key already has an event not applied is not sent (``RETRY``),
+        nor is one whose node is down."""
+        waitaof = self.durability().method == "waitaof"
+        nodes = {slot: self._node_for(slot) for slot in {e.slot for e in prepared}}
+        places = [Placement(e.slot, nodes[e.slot][0], order[e.index] if order is not None else None) for e in prepared]
+        waves = plan_waves(places)
+        held: set[tuple[str, Hashable]] = set()
+        first: TransientEffectError | None = None
+        for wave in range(max(waves) + 1):
+            sending: list[_Event] = []
+            for event, place in ((e, p) for e, p, w in zip(prepared, places, waves) if w == wave):
+                down = self._health.error(place.node)
+                if _hold_keys(place) & held:
+                    results[event.index] = _retry(event, "an earlier event of its slot or order key is not applied yet", "ordered")
+                elif down is not None:
+                    results[event.index] = _retry(event, f"Redis node {place.node} is down: {down}", "node-down")
+                    first = first or TransientEffectError(f"Redis node {place.node} is down: {down}", reason="node-down")
+                else:
+                    sending.append(event)
+            error = self._send_wave(sending, nodes, waitaof, results) if sending else None
+            first = first or error
+            for event, place, _ in ((e, p, w) for e, p, w in zip(prepared, places, waves) if w == wave):
+                if results[event.index].retry:  # type: ignore[union-attr]  # filled above or by _send_wave
+                    held |= _hold_keys(place)
+        return first
+
+    def _send_wave(
+        self, events: list[_Event], nodes: dict[int, tuple[str, redis.Redis]], waitaof: bool, results: list[ApplyResult | None]
+    ) -> TransientEffectError | None:
+        """One wave: pack each slot lane into calls, run every node's calls in parallel (retrying
+        calls redirected by MOVED after a slot-map refresh), fill ``results``."""
+        lanes: dict[int, list[_Event]] = {}
+        for event in events:
+            lanes.setdefault(event.slot, []).append(event)
+        pending = [self._calls(lane, waitaof) for lane in lanes.values()]
+        first: TransientEffectError | None = None
+        for attempt in range(_ATTEMPTS):
+            by_node: dict[str, tuple[redis.Redis, list[list[_Call]]]] = {}
+            for calls in pending:
+                name, client = nodes[calls[0].slot] if attempt == 0 else self._node_for(calls[0].slot)
+                by_node.setdefault(name, (client, []))[1].append(calls)
+            moved: list[list[_Call]] = []
+            for outcome in self._run_nodes(by_node, waitaof):
+                for call in outcome.done:
+                    for event, reply in zip(call.events, call.reply):
+                        results[event.index] = self._result(event, reply)
+                for call in outcome.failed:
+                    for event in call.events:
+                        results[event.index] = _retry(event, str(outcome.error), outcome.error.reason if outcome.error else "")
+                first = first or outcome.error
+                moved += outcome.moved
+            if not moved:
+                return first
+            log.info("retrying %d script call lane(s) after MOVED (attempt %d)", len(moved), attempt + 2)
+            try:
+                self._refresh_topology()
+            except TransientEffectError as exc:
+                first = first or exc
+                break
+            pending = moved
+        error = TransientEffectError(f"script calls still redirected after {_ATTEMPTS} attempts (slots moving)", reason="retries")
+        for calls in moved:
+            for call in calls:
+                for event in call.events:
+                    results[event.index] = _retry(event, str(error), error.reason)
+        return first or error
+
+    def _run_nodes(self, by_node: dict[str, tuple[redis.Redis, list[list[_Call]]]], waitaof: bool) -> list[_NodeOutcome]:
+        """Every node's lanes, in parallel on a cluster. A node with no reply within the node wait
+        is put down and its calls come back failed (its thread finishes on its own; the calls may
+        still land, and a retry then finds them as duplicates)."""
+        if not self.cluster:
+            return [self._run_node(name, client, lanes, waitaof) for name, (client, lanes) in by_node.items()]
+        if self._pool is None:
+            self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="postbox-apply")
+        futures = {name: self._pool.submit(self._run_node, name, client, lanes, waitaof) for name, (client, lanes) in by_node.items()}
+        wait_s = self.node_wait_s + (self.waitaof_timeout_ms / 1000 if waitaof else 0.0)
+        concurrent.futures.wait(futures.values(), timeout=wait_s)
+        outcomes: list[_NodeOutcome] = []
+        for name, future in futures.items():
+            if future.done():
+                outcomes.append(future.result())  # re-raises an engine or configuration error
+                continue
+            error = TransientEffectError(f"Redis node {name} gave no reply within {wait_s:.1f} s", reason="timeout")
+            self._mark_down(name, by_node[name][0], str(error))
+            outcomes.append(_NodeOutcome(failed=[c for lane in by_node[name][1] for c in lane], error=error))
+        return outcomes
+
+    def _run_node(self, name: str, client: redis.Redis, lanes: list[list[_Call]], waitaof: bool) -> _NodeOutcome:
+        """One node's calls, round by round (the n-th call of each lane, pipelined): a lane's calls
+        go out one after the other, so its events keep their order. A transient failure fails
+        this round's and every later call of the node; MOVED hands the lane's rest back."""
+        outcome = _NodeOutcome()
+        active = list(lanes)
+        round_no = 0
+        while active:
+            batch = [lane[round_no] for lane in active]
+            try:
+                replies = self._send_round(client, batch, waitaof)
+            except TransientEffectError as exc:
+                outcome.error = exc
+                outcome.failed = [call for lane in active for call in lane[round_no:]]
+                if self.cluster and exc.reason == "connection":
+                    self._mark_down(name, client, str(exc))
+                return outcome
+            still: list[list[_Call]] = []
+            for lane, call, reply in zip(active, batch, replies):
+                if isinstance(reply, (MovedError, AskError)):
+                    outcome.moved.append(lane[round_no:])
+                    continue
+                call.reply = reply
+                outcome.done.append(call)
+                if round_no + 1 < len(lane):
+                    still.append(lane)
+            active = still
+            round_no += 1
+        return outcome
+
+    def _send_round(self, client: redis.Redis, calls: list[_Call], waitaof: bool) -> list[Any]:
+        """One pipeline of calls to one node: NOSCRIPT reloads the script and resends, ASK is
+        answered on the target; a MOVED reply is returned as is (the caller refreshes the slot
+        map); any other error reply raises (classified)."""
+        replies: dict[int, Any] = {}
         pending = calls
         for attempt in range(_ATTEMPTS):
-            by_node: dict[int, tuple[redis.Redis, list[_Call]]] = {}
-            for call in pending:
-                client = self._client_for(call.slot)
-                by_node.setdefault(id(client), (client, []))[1].append(call)
             retry: list[_Call] = []
-            for client, node_calls in by_node.values():
-                loaded = False
-                for call, reply in zip(node_calls, self._send(client, node_calls, waitaof)):
-                    if isinstance(reply, AskError) and self.cluster:
-                        reply = self._ask(call, reply, waitaof)
-                    if isinstance(reply, NoScriptError):
-                        if not loaded:
-                            self._load(client)
-                            loaded = True
-                        retry.append(call)
-                    elif isinstance(reply, (MovedError, AskError)) and self.cluster:
-                        self._refresh_topology()
-                        retry.append(call)
-                    elif isinstance(reply, BaseException):
-                        raise self._classify(reply)
-                    else:
-                        call.reply = reply
+            for call, reply in zip(pending, self._send(client, pending, waitaof)):
+                if isinstance(reply, AskError) and self.cluster:
+                    reply = self._ask(call, reply, waitaof)
+                if isinstance(reply, NoScriptError):
+                    retry.append(call)
+                elif isinstance(reply, BaseException) and not (self.cluster and isinstance(reply, (MovedError, AskError))):
+                    raise self._classify(reply)
+                else:
+                    replies[id(call)] = reply
             if not retry:
-                return
-            log.info("retrying %d script call(s) after NOSCRIPT/MOVED/ASK (attempt %d)", len(retry), attempt + 2)
+                return [replies[id(call)] for call in calls]
+            log.info("reloading the apply script after NOSCRIPT (attempt %d)", attempt + 2)
+            self._load(client)
             pending = retry
         raise TransientEffectError(
-            f"{len(pending)} script call(s) still refused after {_ATTEMPTS} attempts (script cache flushed or slots moving)",
-            reason="retries",
+            f"{len(pending)} script call(s) still refused after {_ATTEMPTS} attempts (script cache flushed)", reason="retries"
         )
+
+    def _mark_down(self, name: str, client: redis.Redis, error: str) -> None:
+        self._health.mark_down(name, error, client.ping)
 
     def _ask(self, call: _Call, redirect: AskError, waitaof: bool) -> Any:
         """Answer ASK (the call's slot is migrating and its keys are not on the source any more):
@@ -582,15 +737,16 @@ class EffectsEngine:
         if _text(sha) != self.script.sha:
             raise EffectEngineError(f"SCRIPT LOAD returned {sha!r}, expected {self.script.sha}")
 
-    def _client_for(self, slot: int) -> redis.Redis:
+    def _node_for(self, slot: int) -> tuple[str, redis.Redis]:
+        """The name (``host:port``; ``""`` for a single server) and client of the slot's node."""
         if not self.cluster:
-            return self.client  # type: ignore[return-value]
+            return "", self.client  # type: ignore[return-value]
         cluster: redis.RedisCluster = self.client  # type: ignore[assignment]
         try:
             node = cluster.nodes_manager.get_node_from_slot(slot)
         except redis.exceptions.SlotNotCoveredError as exc:
             raise TransientEffectError(f"slot {slot} is not served by any node: {exc}", reason="CLUSTERDOWN") from exc
-        return cluster.get_redis_connection(node)
+        return node.name, cluster.get_redis_connection(node)
 
     def _refresh_topology(self) -> None:
         try:
@@ -645,3 +801,23 @@ def _num(n: int) -> bytes:
 
 def _text(value: Any) -> str:
     return value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else str(value)
+
+
+@dataclass(slots=True)
+class _NodeOutcome:
+    """What one node's thread did with its lanes: calls answered, calls failed (with the
+    transient error), and lanes redirected by MOVED from a call on (to resend after a refresh)."""
+
+    done: list[_Call] = field(default_factory=list)
+    failed: list[_Call] = field(default_factory=list)
+    moved: list[list[_Call]] = field(default_factory=list)
+    error: TransientEffectError | None = None
+
+
+def _retry(event: _Event, error: str, reason: str) -> ApplyResult:
+    return ApplyResult(event.event_id, Outcome.RETRY, error=error, error_class="transient", reason=reason)
+
+
+def _hold_keys(place: Placement) -> set[tuple[str, Hashable]]:
+    """What an event not applied holds back: its lane, and its order key if it has one."""
+    return {("lane", place.lane)} | ({("order", place.order)} if place.order is not None else set())
