@@ -339,6 +339,16 @@ class ConsumerGroup:
                 continue
         return out
 
+    def first_line_at(self, path: Path, message: str) -> float | None:
+        """Wall-clock time (epoch seconds) of the first ``message`` line of one process's log."""
+        for line in path.read_text(errors="replace").splitlines():
+            if f'"{message}"' in line:
+                try:
+                    return datetime.fromisoformat(json.loads(line)["ts"]).timestamp()
+                except (ValueError, KeyError):
+                    continue
+        return None
+
     def batch_totals(self) -> dict[str, int]:
         """Sums of the ``batch finished`` log lines of every process of the run, and its rebalances."""
         totals: Counter = Counter()
@@ -447,7 +457,8 @@ class FaultRun:
 
     def __init__(self, scenario: str, tmp: Path, *, rate: float = 150, per_tx: int = 3, aggregates: int = 12,
                  members: int = 1, partitions: int = 1, batch_size: int = 50, sleep_ms: int = 2, limit: int | None = None,
-                 consumer_env: dict[str, str] | None = None, log: Callable[[str], None] = print) -> None:
+                 consumer_env: dict[str, str] | None = None, session_timeout_ms: int | None = 6000,
+                 log: Callable[[str], None] = print) -> None:
         self.scenario = scenario
         self.log = log
         self.settings = Settings.load()
@@ -465,7 +476,9 @@ class FaultRun:
                                rate=rate, per_tx=per_tx, limit=limit, log=log)
         env = {
             "POSTBOX_GROUP": self.group, "POSTBOX_TOPICS": self.topic, "POSTBOX_SCHEMAS_DIR": str(schemas),
-            "POSTBOX_BATCH_SIZE": str(batch_size), "POSTBOX_SESSION_TIMEOUT_MS": "6000",
+            "POSTBOX_BATCH_SIZE": str(batch_size),
+            # None: postbox consume's default (the consumer SIGKILL scenario measures recovery with it)
+            **({"POSTBOX_SESSION_TIMEOUT_MS": str(session_timeout_ms)} if session_timeout_ms is not None else {}),
             "POSTBOX_LOG_FORMAT": "json", "POSTBOX_LOG_LEVEL": "DEBUG", "POSTBOX_BACKOFF_MAX_MS": "2000",
             "POSTBOX_REDIS_URL": self.settings.redis_url, "POSTBOX_KAFKA_BOOTSTRAP": self.settings.kafka_bootstrap,
             "POSTBOX_TEST_SLEEP_MS": str(sleep_ms),
@@ -646,12 +659,13 @@ class FaultRun:
             if not applied_n:
                 self.violations.append("after-ack kill: the held batch applied nothing, so nothing had to come back")
         totals = self.consumers.batch_totals()
-        at = time.monotonic()
+        at, wall = time.monotonic(), time.time()
         self.consumers.kill_pid(pid)
         if redeploy:
             self.consumers.app_spec = redeploy
         t0 = time.monotonic()
         self.consumers.start()
+        successor = self.consumers.processes[-1]
         kill = self._record("consumer", f"SIGKILL {when}" + (f", restarted as {redeploy.rsplit(':', 1)[-1]}" if redeploy else ""), at, time.monotonic() - t0)
         # The records the victim held must reach another member (after a rebalance) and pass again.
         if when == "mid-batch":
@@ -665,6 +679,9 @@ class FaultRun:
             self.wait(lambda: absorbed() or self.applied_count() > self.emitter.count(), 90,
                       "the held batch redelivered", interval=0.5)
             evidence += f"; redelivered and {'absorbed' if absorbed() else 'APPLIED AGAIN'} {time.monotonic() - at:.1f} s after the kill"
+        started, assigned = (self.consumers.first_line_at(successor.log_path, m) for m in ("consumer starting", "partitions assigned"))
+        if started is not None and assigned is not None:  # where the recovery time goes (#14.3)
+            evidence += f"; the restarted process logged its start {started - wall:.1f} s and had partitions {assigned - wall:.1f} s after the kill"
         if self.consumers.members > 1:
             evidence += f"; rebalance log lines since the kill {self.consumers.batch_totals().get('rebalances', 0) - totals.get('rebalances', 0)}"
         self.evidence.append(f"consumer SIGKILL {when}: {evidence}")

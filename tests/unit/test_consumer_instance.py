@@ -61,14 +61,17 @@ def test_config_sends_group_instance_id_only_for_a_static_member():
     assert off.static_instance_id is None and "group.instance.id" not in off.kafka_client_configs()[0]
 
 
-def test_static_membership_is_opt_in_for_postbox_consume():
-    """Unset stays a dynamic member: a broker restart can fence a static member, which librdkafka
-    reports as fatal (the fault suite's Kafka SIGKILL scenario stopped its only consumer)."""
+def test_static_membership_is_the_default_of_postbox_consume_and_none_turns_it_off():
+    """#14.3: unset claims the per-host name (a SIGKILLed process restarted gets its partitions back
+    at once); a fence after a broker restart is answered by a rejoin (postbox.consumer.fencing)."""
     unset = ConsumerConfig.load({}, group="g", topics="outbox.event.x").with_default_instance("app")
-    assert unset.static_instance_id is None and "group.instance.id" not in unset.kafka_client_configs()[0]
+    assert unset.static_instance_id is not None and unset.kafka_client_configs()[0]["group.instance.id"] == unset.static_instance_id
+    assert unset.source("instance_id").startswith("default")
     auto = ConsumerConfig.load({"POSTBOX_INSTANCE_ID": "auto"}, group="g", topics="outbox.event.x").with_default_instance("app")
     assert auto.static_instance_id is not None and auto.static_instance_id != "auto"
     assert auto.kafka_client_configs()[0]["group.instance.id"] == auto.static_instance_id
+    off = ConsumerConfig.load({"POSTBOX_INSTANCE_ID": "none"}, group="g", topics="outbox.event.x").with_default_instance("app")
+    assert off.static_instance_id is None and "group.instance.id" not in off.kafka_client_configs()[0]
 
 
 def test_an_unusable_instance_id_is_refused_naming_its_source():

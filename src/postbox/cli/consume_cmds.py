@@ -36,7 +36,7 @@ def consume(
     max_poll_interval_ms: Optional[int] = typer.Option(None, "--max-poll-interval-ms", help="POSTBOX_MAX_POLL_INTERVAL_MS, default 300000"),
     schemas_dir: Optional[str] = typer.Option(None, "--schemas-dir", help="event schemas folder (POSTBOX_SCHEMAS_DIR; default: the App's, else ./schemas)"),
     client_id: Optional[str] = typer.Option(None, "--client-id", help="Kafka client id (POSTBOX_CLIENT_ID)"),
-    instance_id: Optional[str] = typer.Option(None, "--instance-id", help="static group member name (POSTBOX_INSTANCE_ID; 'auto': <host>-<group>-<index>, unique per host; default: a dynamic member) — for consumers a supervisor restarts"),
+    instance_id: Optional[str] = typer.Option(None, "--instance-id", help="static group member name (POSTBOX_INSTANCE_ID; default/'auto': <host>-<group>-<index>, unique per host; 'none': a dynamic member)"),
     check: bool = typer.Option(False, "--check", help="load the app and validate the configuration, print it, and exit"),
 ) -> int:
     """Consume outbox topics with the handlers of MODULE:APP, exactly once per group."""
@@ -57,7 +57,7 @@ def consume(
         session_timeout_ms=session_timeout_ms, max_poll_interval_ms=max_poll_interval_ms,
         schemas_dir=schemas_dir, client_id=client_id, instance_id=instance_id,
     )  # fmt: skip
-    config = config.with_default_instance(app.name)  # --instance-id auto: claim the per-host static name
+    config = config.with_default_instance(app.name)  # unset/auto: claim the per-host static name
     if check:
         from postbox.consumer.reader_schemas import load_reader_codec
 

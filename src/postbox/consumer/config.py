@@ -89,7 +89,7 @@ class ConsumerConfig:
     client_id: str | None = None
     #: Static group membership (``group.instance.id``, :mod:`postbox.consumer.instance`): a
     #: restarted process with the same name gets its partitions back at once. ``none``: dynamic
-    #: member. Unset: dynamic in the library; ``postbox consume`` claims a per-host default.
+    #: member. Unset: dynamic in the library; ``postbox consume`` claims a per-host default name.
     instance_id: str | None = None
     #: librdkafka properties of the consumer and its dead-letter producer (TLS, SASL...): from
     #: the settings (``POSTBOX_KAFKA_CONFIG`` file, ``-X``), see :mod:`postbox.kafka_config`.
@@ -206,11 +206,13 @@ class ConsumerConfig:
 
     def with_default_instance(self, app_name: str | None = None) -> "ConsumerConfig":
         """This configuration with the per-host default instance name claimed when the instance id is
-        ``auto`` (opt-in static membership; :func:`postbox.consumer.instance.claim_default`)."""
-        if self.instance_id != instance.AUTO:
+        unset or ``auto`` (``postbox consume``'s default: a restarted process gets its partitions back
+        at once; :func:`postbox.consumer.instance.claim_default`). ``none`` stays a dynamic member."""
+        if self.instance_id not in (None, instance.AUTO):
             return self
         claimed = instance.claim_default(self.group, app_name)
-        return replace(self, instance_id=claimed, sources={**self.sources, "instance_id": "auto (host, group, index)"})
+        origin = "auto" if self.instance_id == instance.AUTO else "default"
+        return replace(self, instance_id=claimed, sources={**self.sources, "instance_id": f"{origin} (host, group, index)"})
 
     def source(self, name: str) -> str:
         """Where ``name`` was set: its flag, its variable, ``app`` or ``default``."""

@@ -13,7 +13,8 @@ The trade-off, which is why the name must be stable *and* unique:
   ``close()`` sends no LeaveGroup, so the runtime unsubscribes first on an orderly stop: a
   SIGTERM (scale-down, deploy) hands the partitions over at once, as a dynamic member does;
 - two live processes with the same name fence each other: the older one is refused
-  (``FENCED_INSTANCE_ID``) and stops.
+  (``FENCED_INSTANCE_ID``), rejoins once, and stops when fenced again
+  (:mod:`postbox.consumer.fencing`).
 
 The default name (:func:`claim_default`) is ``<host>-<app>-<group>-<index>``: the index is the
 lowest one whose lock file (in the temporary folder) no other process holds, so two processes on
@@ -22,11 +23,11 @@ held (the kernel drops a dead process's lock). Hosts whose name is not unique (c
 the host's network namespace and name but not its temporary folder) must set the name explicitly
 (``--instance-id`` / ``POSTBOX_INSTANCE_ID``), or turn static membership off with ``none``.
 
-**Opt-in, not the default** (``--instance-id auto`` claims the default name): after a broker or
-group-coordinator restart, the broker can answer a static member's commit with
-``FENCED_INSTANCE_ID`` although no other process holds its name, and librdkafka reports that as a
-fatal error, so the member stops (seen in the fault suite's Kafka SIGKILL scenario). Static
-membership is for consumers run under a supervisor that restarts them (systemd, Kubernetes).
+``postbox consume`` claims the default name unless ``--instance-id`` says otherwise (``auto``: the
+default name, ``none``: a dynamic member). After a broker or group-coordinator restart the broker
+can answer a static member's commit with ``FENCED_INSTANCE_ID`` although no other process holds its
+name, which librdkafka reports as fatal: the runtime answers the first such fence by rejoining
+with a new client under the same name (:mod:`postbox.consumer.fencing`).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from postbox.errors import ConfigError
 
 #: The value of ``--instance-id`` / ``POSTBOX_INSTANCE_ID`` that turns static membership off.
 DYNAMIC = "none"
-#: Claim the per-host default name (:func:`claim_default`): static membership, opt-in.
+#: Claim the per-host default name (:func:`claim_default`); also what an unset instance id does.
 AUTO = "auto"
 #: Kafka's limit for a group.instance.id is 249 characters of ``[A-Za-z0-9._-]``.
 MAX_LENGTH = 249

@@ -56,6 +56,7 @@ from postbox.consumer.batch import Batch, Fate
 from postbox.consumer.config import ConsumerConfig
 from postbox.consumer.decoding import Decoder, parse_created_at
 from postbox.consumer.invoke import HandlerFailed, Invoker, Job, Outcome
+from postbox.consumer.fencing import FenceAction, FencePolicy
 from postbox.consumer.instance import instance_fenced
 from postbox.consumer.deadletter import DeadLetters, Failure, Origin, one_line
 from postbox.consumer.event_scope import event_scope
@@ -160,6 +161,10 @@ class ConsumerRuntime:
         #: uses this instance id (fenced): the consumer stops on a configuration error.
         self._config_failure: ConfigError | None = None
         self._assigned_once = False
+        #: Set when the broker fenced this static member and it is to rejoin with a new client
+        #: (:mod:`postbox.consumer.fencing`); the loop does it between batches.
+        self._rejoin: str | None = None
+        self._fences = FencePolicy()
         self._m_topic: dict[str, tuple[Any, Any, Any, Any]] = {}
         #: /healthz: when the loop last turned; stale past max.poll.interval.ms (Kafka's own limit).
         self.liveness = health.Liveness(config.max_poll_interval_ms / 1000)
@@ -203,13 +208,12 @@ class ConsumerRuntime:
         self.consumer = kafka_config.open_client(Consumer, self._kafka_config(), cfg.kafka_properties)
         code = EXIT_OK
         try:
-            self.consumer.subscribe(
-                list(cfg.topics), on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
-            )
+            self._subscribe()
             self.ready.set()
-            log_event(log, logging.INFO, "consumer subscribed", group=cfg.group, topics=",".join(cfg.topics))
             while not self._stop.is_set():
                 self.liveness.beat()  # /healthz: the loop turns
+                if self._rejoin is not None:
+                    self._rejoin_group()
                 self._resume_due()
                 messages = self.consumer.consume(cfg.batch_size, self._poll_timeout())
                 if messages:
@@ -244,6 +248,42 @@ class ConsumerRuntime:
         conf = kafka_config.build(self.config.kafka_bootstrap, self.config.kafka_properties,
                                   kafka_config.admin_role(self.client_id + "-health"), error_cb=lambda _err: None)  # fmt: skip
         return kafka_config.open_client(AdminClient, conf, self.config.kafka_properties)
+
+    def _subscribe(self) -> None:
+        assert self.consumer is not None
+        topics = list(self.config.topics)
+        self.consumer.subscribe(topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost)
+        log_event(log, logging.INFO, "consumer subscribed", group=self.config.group, topics=",".join(topics))
+
+    def _rejoin_group(self) -> None:
+        """Replace the fenced Kafka client with a new one under the same instance id (see
+        :mod:`postbox.consumer.fencing`). Its partitions are dropped like lost ones: nothing more is
+        committed for them by the old client, and the new member resumes from the committed offsets
+        (records applied since come back as duplicates)."""
+        assert self.consumer is not None
+        old, self.consumer, detail, self._rejoin = self.consumer, None, self._rejoin, None
+        self.states.clear()
+        self._refresh_gauges()
+        try:
+            old.close()
+        except (KafkaException, RuntimeError) as exc:
+            log.warning("closing the fenced Kafka client: %s", exc)
+        log_event(log, logging.WARNING, "fenced by the broker: rejoining with a new client under the same instance id",
+                  instance_id=self.config.static_instance_id, error=detail)  # fmt: skip
+        self.consumer = kafka_config.open_client(Consumer, self._kafka_config(), self.config.kafka_properties)
+        self._subscribe()
+
+    def _fenced(self, detail: str) -> None:
+        """The broker fenced this static member: rejoin once, stop if it happens again soon."""
+        if self._rejoin is not None or self._config_failure is not None:
+            return  # the same fence reported again (librdkafka's error and its fatal error)
+        if self._fences.on_fence(time.monotonic()) is FenceAction.REJOIN:
+            self._rejoin = detail
+            return
+        self._config_failure = instance_fenced(self.config.instance_id, detail)
+        log_event(log, logging.ERROR, "fenced again by another member with this instance id: stopping (a configuration error)",
+                  error=self._config_failure.message, fix=self._config_failure.fix)  # fmt: skip
+        self._stop.set()
 
     def _after_config_failure(self, code: int) -> int:
         """A refused Kafka login or a fenced instance id is a configuration error: at start-up (no
@@ -406,11 +446,8 @@ class ConsumerRuntime:
             return
         # librdkafka reports its fatal errors to error_cb as code _FATAL, with fatal() False.
         fatal = err.fatal() or err.code() == KafkaError._FATAL
-        if err.code() == KafkaError.FENCED_INSTANCE_ID or (fatal and "fenced" in err.str().lower()):
-            self._config_failure = instance_fenced(self.config.instance_id, err.str())
-            log_event(log, logging.ERROR, "fenced by another member with this instance id: stopping (a configuration error)",
-                      error=self._config_failure.message, fix=self._config_failure.fix)  # fmt: skip
-            self._stop.set()
+        if _is_fence(err, fatal):
+            self._fenced(err.str())
             return
         if fatal:
             log_event(log, logging.ERROR, "fatal Kafka error", error=str(err))
@@ -775,7 +812,7 @@ class ConsumerRuntime:
         if err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
             log.debug("topic not there yet: %s", err)
             return
-        if err.fatal():
+        if err.fatal() and not _is_fence(err, True):
             raise KafkaException(err)
         self._on_kafka_error(err)
 
@@ -789,6 +826,11 @@ def _settle(item: _Item, outcome: Outcome) -> None:
         item.attempts = outcome.failure.attempts
     else:
         item.fx = outcome
+
+
+def _is_fence(err: KafkaError, fatal: bool) -> bool:
+    """FENCED_INSTANCE_ID, or librdkafka's fatal error it turns into (its text names the fence)."""
+    return err.code() == KafkaError.FENCED_INSTANCE_ID or (fatal and "fenced" in err.str().lower())
 
 
 def _show(partitions: Iterable[TopicPartition]) -> str:

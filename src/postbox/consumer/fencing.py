@@ -1,0 +1,47 @@
+"""What a static member does when the broker fences it (``FENCED_INSTANCE_ID``): rejoin, or stop.
+
+Two causes look the same from the fenced member's side:
+
+- the group coordinator restarted or moved (a broker SIGKILL, a leader change of
+  ``__consumer_offsets``) and answers the member's next commit or heartbeat with
+  ``FENCED_INSTANCE_ID`` although no other process uses its name (seen in the fault suite's Kafka
+  SIGKILL scenario). librdkafka reports it as a fatal error: the client is unusable, but a new
+  client under the same instance id joins and gets the partitions back;
+- another live process really uses the same instance id (a name set twice by hand, containers
+  sharing a host name). Rejoining then fences the other process, which rejoins and fences this
+  one again: they would take the partitions from each other forever.
+
+So the first fence within :data:`WINDOW_S` is answered with a rejoin (a new client, same instance
+id, resuming from the committed offsets: whatever the old client had applied but not committed
+comes back as duplicates the markers absorb), and a second fence within the window stops the
+member with the configuration error naming the instance id. With a real duplicate one of the two
+processes stops after at most two extra rebalances and the other keeps the partitions.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+#: A second fence within this many seconds of the rejoin means another process uses the name.
+WINDOW_S = 300.0
+
+
+class FenceAction(enum.Enum):
+    REJOIN = "rejoin"
+    STOP = "stop"
+
+
+@dataclass
+class FencePolicy:
+    """Decides, per fence, whether to rejoin or stop (see the module docs). Pure: ``now`` is given."""
+
+    window_s: float = WINDOW_S
+    _rejoined_at: list[float] = field(default_factory=list)
+
+    def on_fence(self, now: float) -> FenceAction:
+        """The action for a fence seen at monotonic time ``now``."""
+        if any(now - at < self.window_s for at in self._rejoined_at):
+            return FenceAction.STOP
+        self._rejoined_at = [now]
+        return FenceAction.REJOIN
