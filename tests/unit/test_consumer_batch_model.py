@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from postbox.consumer.batch import UNFINISHED, Batch, Fate
+from postbox.consumer.batch import HELD_LIMIT, UNFINISHED, Batch, Fate
 
 P0, P1 = ("outbox.event.order", 0), ("outbox.event.order", 1)
 
@@ -29,7 +29,7 @@ def test_duplicates_and_dead_letters_are_finished_like_applied_records():
     batch.finished(P0, 1, Fate.DEAD_LETTERED)
     batch.finished(P0, 2, Fate.APPLIED)
     assert batch.position(P0).commit == 3 and batch.position(P0).retry is None
-    assert batch.counts() == {"pending": 0, "applied": 1, "duplicate": 1, "dead-lettered": 1}
+    assert batch.counts() == {"pending": 0, "applied": 1, "duplicate": 1, "dead-lettered": 1, "held": 0}
 
 
 def test_a_transient_failure_stops_its_partition_there_and_nothing_after_it_runs():
@@ -117,3 +117,90 @@ def test_the_commit_never_passes_a_record_that_is_not_finished(outcomes):
     unfinished = any(batch.fate(P0, o) is Fate.PENDING for o in range(100, 100 + len(outcomes)))
     assert (position.retry is not None) == (unfinished or P0 in batch.blocks)
     assert position.commit == 100 + len(outcomes) or position.retry is not None
+
+
+def test_a_held_record_keeps_its_partition_flowing_and_the_commit_before_it():
+    """#14.2 Cluster: offset 11's master is down (held); 12 and 13 live on other masters and
+    apply. The partition is not blocked (no seek back), 11 rides into the next batch, and the
+    commit stays at 11 until it is applied."""
+    batch = _batch((P0, range(10, 14)))
+    for o in (10, 12, 13):
+        batch.finished(P0, o, Fate.APPLIED)
+    batch.hold(P0, 11, "node-down", "Redis node 127.0.0.1:7001 is down")
+    assert not batch.runnable(P0, 11) and not batch.covers(P0, 12)
+    position = batch.position(P0)
+    assert (position.commit, position.retry, position.hold) == (11, None, (11,))
+    # the next batch: the held record first, then Kafka's next records
+    carried = Batch.of([(P0, 11), *((P0, o) for o in range(14, 16))])
+    carried.finished(P0, 11, Fate.APPLIED)
+    carried.finished(P0, 14, Fate.APPLIED)
+    carried.hold(P0, 15, "ordered", "an earlier event of its slot or order key is not applied yet")
+    assert (carried.position(P0).commit, carried.position(P0).hold) == (15, (15,))
+
+
+
+def test_held_records_applied_alone_commit_up_to_the_end_of_the_batch_they_came_from():
+    """No new record in the partition: once the carried record applies, the commit moves past the
+    records of the earlier batch that were already finished (not just past the carried one)."""
+    batch = _batch((P0, range(20, 30)))
+    for o in range(20, 30):
+        batch.hold(P0, o, "node-down", "down") if o == 22 else batch.finished(P0, o, Fate.APPLIED)
+    position = batch.position(P0)
+    assert (position.commit, position.hold, batch.end(P0)) == (22, (22,), 30)
+    carried = Batch.of([(P0, 22)], ends={P0: batch.end(P0)})
+    carried.finished(P0, 22, Fate.APPLIED)
+    assert carried.position(P0).commit == 30
+
+
+def test_held_records_at_or_after_a_block_are_not_carried_they_are_read_again():
+    batch = _batch((P0, range(0, 5)))
+    batch.hold(P0, 1, "node-down", "down")
+    batch.finished(P0, 2, Fate.APPLIED)
+    batch.block(P0, 3, "dlq", "not acknowledged")
+    batch.hold(P0, 4, "node-down", "down")
+    batch.finished(P0, 0, Fate.APPLIED)
+    position = batch.position(P0)
+    assert position.commit == 1 and position.retry is not None and position.retry.offset == 3
+    assert position.hold == (1,)  # 4 comes back with the re-read from 3
+
+
+def test_more_held_records_than_the_limit_block_the_partition_at_the_first():
+    """Memory stays bounded during a long outage: past the limit the partition pauses and is
+    re-read from its first held record (the behaviour without holding)."""
+    batch = Batch.of(((P0, o) for o in range(0, 6)), held_limit=2)
+    for o in range(0, 6):
+        batch.hold(P0, o, "node-down", "down") if o % 2 else batch.finished(P0, o, Fate.APPLIED)
+    position = batch.position(P0)
+    assert position.commit == 1 and position.retry is not None
+    assert (position.retry.offset, position.retry.reason, position.hold) == (1, HELD_LIMIT, ())
+
+
+def test_only_pending_records_can_be_held():
+    batch = _batch((P0, range(0, 2)))
+    batch.finished(P0, 0, Fate.APPLIED)
+    for offset in (0, 7):
+        try:
+            batch.hold(P0, offset, "node-down", "down")
+        except KeyError:
+            continue
+        raise AssertionError(f"held {offset}")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["applied", "duplicate", "held", "pending", "block"]), min_size=1, max_size=30), st.integers(1, 5))
+def test_the_commit_never_passes_a_held_record_and_carried_ones_precede_any_retry(outcomes, limit):
+    batch = Batch.of(((P0, o) for o in range(0, len(outcomes))), held_limit=limit)
+    for offset, outcome in enumerate(outcomes):
+        if outcome == "block":
+            batch.block(P0, offset, "connection", "down")
+        elif outcome == "held":
+            batch.hold(P0, offset, "node-down", "down")
+        elif outcome != "pending":
+            batch.finished(P0, offset, Fate(outcome))
+    position = batch.position(P0)
+    assert all(batch.fate(P0, o) in (Fate.APPLIED, Fate.DUPLICATE) for o in range(0, position.commit))
+    assert all(batch.fate(P0, o) is Fate.HELD for o in position.hold)
+    if position.retry is not None:
+        assert all(o < position.retry.offset for o in position.hold)
+    else:  # nothing re-read: every record not finished is carried
+        assert set(position.hold) == {o for o in range(len(outcomes)) if batch.fate(P0, o) is Fate.HELD}

@@ -9,7 +9,15 @@ failure, a dead letter not acknowledged). The model answers two questions:
   partition's block: a record never takes effect after a later record of its aggregate.
 - :meth:`Batch.positions`: per partition still assigned, the offset to commit — the first record
   that is not finished (every record before it is applied, a duplicate or dead-lettered), or the
-  offset after the last record — and the block to retry from, if any.
+  offset after the last record — the block to retry from, if any, and the records *held*.
+
+A record is *held* (:meth:`Batch.hold`) when it was not applied for a reason of its own while the
+rest of its partition could go on: on Redis Cluster, its slot's master is down. It is not a block:
+its partition keeps flowing (records after it on the other masters apply; one of its own
+aggregate waits with it, see the engine's order keys), it rides along in memory into the next
+batch, and the commit stops before it until it is applied. More than ``held_limit`` held records
+in one partition turn into a block at the first of them (the old pause-and-seek-back), so memory
+stays bounded however long the master is down.
 
 Why the commit offset is computed from the records' fates rather than from "the last offset of
 the batch unless blocked": a record the runtime forgot to report keeps the commit behind it, so a
@@ -32,20 +40,28 @@ class Fate(enum.Enum):
     APPLIED = "applied"
     DUPLICATE = "duplicate"
     DEAD_LETTERED = "dead-lettered"
+    #: Not applied for a reason of its own (its Cluster node down): carried into the next batch.
+    HELD = "held"
 
 
 #: The retry reason of a record left pending without a block before it.
 UNFINISHED = "unfinished"
+#: The retry reason of a partition holding more than ``held_limit`` records.
+HELD_LIMIT = "held-limit"
+#: Held records per partition beyond which the partition is blocked at the first of them.
+DEFAULT_HELD_LIMIT = 2000
 #: The fates after which a record's offset may be committed past.
 FINISHED = frozenset({Fate.APPLIED, Fate.DUPLICATE, Fate.DEAD_LETTERED})
 
 
 @dataclass(frozen=True, slots=True)
 class Position:
-    """One partition's outcome of a batch: the offset to commit, and the block to retry from."""
+    """One partition's outcome of a batch: the offset to commit, the block to retry from, and the
+    held records to carry into the next batch (those before the block)."""
 
     commit: int
     retry: Block | None = None
+    hold: tuple[int, ...] = ()
 
 
 @dataclass
@@ -55,11 +71,21 @@ class Batch:
     offsets: dict[TopicPartitionKey, list[int]] = field(default_factory=dict)
     fates: dict[tuple[TopicPartitionKey, int], Fate] = field(default_factory=dict)
     blocks: Blocks = field(default_factory=Blocks)
+    held_limit: int = DEFAULT_HELD_LIMIT
+    #: Per partition with records carried in: the offset after the last record of the batches
+    #: they come from (every record there that is not carried is finished).
+    ends: dict[TopicPartitionKey, int] = field(default_factory=dict)
+    #: The last reason and error a record of each partition was held for.
+    held_why: dict[TopicPartitionKey, tuple[str, str]] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, records: Iterable[tuple[TopicPartitionKey, int]]) -> "Batch":
-        """A batch of ``(partition, offset)`` records (Kafka hands them out in offset order per partition)."""
-        batch = cls()
+    def of(
+        cls, records: Iterable[tuple[TopicPartitionKey, int]], *, held_limit: int = DEFAULT_HELD_LIMIT, ends: dict[TopicPartitionKey, int] | None = None
+    ) -> "Batch":
+        """A batch of ``(partition, offset)`` records in offset order per partition (held records
+        carried from the previous batch first, then Kafka's); ``ends``: :meth:`end` of the batch
+        the carried records come from, per partition."""
+        batch = cls(held_limit=held_limit, ends=dict(ends or {}))
         for tp, offset in records:
             batch.offsets.setdefault(tp, []).append(offset)
             batch.fates[(tp, offset)] = Fate.PENDING
@@ -74,6 +100,13 @@ class Batch:
         if (tp, offset) not in self.fates:
             raise KeyError(f"{tp}@{offset} is not in this batch")
         self.fates[(tp, offset)] = fate
+
+    def hold(self, tp: TopicPartitionKey, offset: int, reason: str, error: str) -> None:
+        """``offset`` of ``tp`` was not applied for a reason of its own: carry it (see the module docs)."""
+        if self.fates.get((tp, offset)) is not Fate.PENDING:
+            raise KeyError(f"{tp}@{offset} is not a pending record of this batch")
+        self.fates[(tp, offset)] = Fate.HELD
+        self.held_why[tp] = (reason, error)
 
     def block(self, tp: TopicPartitionKey, offset: int, reason: str, error: str) -> None:
         """``tp`` stops at ``offset`` (the lowest block wins): retried from there after a backoff."""
@@ -97,17 +130,36 @@ class Batch:
         return self.blocks.get(tp)
 
     def position(self, tp: TopicPartitionKey) -> Position:
-        """The offset to commit for ``tp`` (the first unfinished record, else after the last) and
-        where to retry from: its block, or — a record left pending with no block before it (a
-        runtime bug) — that record, so it is re-read rather than skipped."""
-        first_unfinished = next((o for o in self.offsets[tp] if self.fates[(tp, o)] not in FINISHED), None)
-        block = self.blocks.get(tp)
+        """The offset to commit for ``tp`` (the first unfinished record, else after the last),
+        where to retry from — its block; the first of more than ``held_limit`` held records; or a
+        record left pending with no block before it (a runtime bug), so it is re-read rather than
+        skipped — and the held records before that point, to carry into the next batch."""
+        offsets = self.offsets[tp]
+        first_unfinished = next((o for o in offsets if self.fates[(tp, o)] not in FINISHED), None)
+        held = [o for o in offsets if self.fates[(tp, o)] is Fate.HELD]
+        block = self.blocks.get(tp) or self._held_block(tp, held) or self._pending_block(tp)
+        hold = tuple(o for o in held if block is None or o < block.offset)
         if block is not None:
             commit = block.offset if first_unfinished is None else min(first_unfinished, block.offset)
-            return Position(commit, block)
+            return Position(commit, block, hold)
         if first_unfinished is not None:
-            return Position(first_unfinished, Block(first_unfinished, UNFINISHED, "the record was not reported finished"))
-        return Position(self.offsets[tp][-1] + 1)
+            return Position(first_unfinished, None, hold)
+        return Position(self.end(tp))
+
+    def end(self, tp: TopicPartitionKey) -> int:
+        """The offset after the last record of ``tp`` this batch (or the one its carried records
+        come from) saw: the commit once every record is finished."""
+        return max(self.offsets[tp][-1] + 1, self.ends.get(tp, 0))
+
+    def _held_block(self, tp: TopicPartitionKey, held: list[int]) -> Block | None:
+        if len(held) <= self.held_limit:
+            return None
+        reason, error = self.held_why.get(tp, ("", ""))
+        return Block(held[0], HELD_LIMIT, f"{len(held)} records held back (limit {self.held_limit}), the last for {reason}: {error}")
+
+    def _pending_block(self, tp: TopicPartitionKey) -> Block | None:
+        pending = next((o for o in self.offsets[tp] if self.fates[(tp, o)] is Fate.PENDING), None)
+        return None if pending is None else Block(pending, UNFINISHED, "the record was not reported finished")
 
     def positions(self, assigned: Container[TopicPartitionKey]) -> dict[TopicPartitionKey, Position]:
         """:meth:`position` of every partition of the batch that is still ``assigned`` (a partition

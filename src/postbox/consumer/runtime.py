@@ -13,7 +13,9 @@ One thread, one ``confluent_kafka.Consumer`` (cooperative-sticky, manual offsets
    ``<topic>.dlq`` (acknowledged); a partition whose dead letter is not acknowledged is blocked
    at that record, and nothing after it is applied (order per aggregate).
 4. One ``engine.apply`` for the other events of the batch (the engine packs them into script calls
-   of 128), then ``engine.durability()`` must hold (``require_durable``).
+   of 128), then ``engine.durability()`` must hold (``require_durable``). On Redis Cluster the
+   apply is per node and partial: records a node that is down held back are *held*
+   (:meth:`Batch.hold`) and ride into the next batch, while their partitions keep flowing.
 5. Effect failures are dead-lettered the same way; one whose dead letter is not acknowledged keeps
    its verdict (``PartitionState.owed``): the retry only writes the dead letter.
 6. Per partition, the offset the batch model (:mod:`postbox.consumer.batch`: each record's fate
@@ -82,6 +84,8 @@ REBALANCE_COMMIT_ERRORS = {
     KafkaError._ASSIGNMENT_LOST,
 }
 LAG_INTERVAL_S = 5.0
+#: Held records (Redis Cluster node down) a partition may carry, in batches: past it, it pauses.
+HELD_PER_BATCH = 4
 #: Synchronous commit attempts at shutdown before giving up (the records are then redelivered).
 FINAL_COMMIT_ATTEMPTS = 5
 
@@ -165,6 +169,11 @@ class ConsumerRuntime:
         #: (:mod:`postbox.consumer.fencing`); the loop does it between batches.
         self._rejoin: str | None = None
         self._fences = FencePolicy()
+        #: Records held back by a Redis Cluster node that is down (:meth:`Batch.hold`): decoded and
+        #: handled, they ride into the next batch ahead of Kafka's records until they apply.
+        self._carried: list[_Item] = []
+        self._carried_ends: dict[tuple[str, int], int] = {}
+        self._carried_due = 0.0
         self._m_topic: dict[str, tuple[Any, Any, Any, Any]] = {}
         #: /healthz: when the loop last turned; stale past max.poll.interval.ms (Kafka's own limit).
         self.liveness = health.Liveness(config.max_poll_interval_ms / 1000)
@@ -216,7 +225,7 @@ class ConsumerRuntime:
                     self._rejoin_group()
                 self._resume_due()
                 messages = self.consumer.consume(cfg.batch_size, self._poll_timeout())
-                if messages:
+                if messages or (self._carried and time.monotonic() >= self._carried_due):
                     self._process(messages)
                     testhooks.hold_before_commit()  # inert outside the fault suite
                 self._commit()
@@ -263,6 +272,7 @@ class ConsumerRuntime:
         assert self.consumer is not None
         old, self.consumer, detail, self._rejoin = self.consumer, None, self._rejoin, None
         self.states.clear()
+        self._drop_carried()
         self._refresh_gauges()
         try:
             old.close()
@@ -405,6 +415,7 @@ class ConsumerRuntime:
                 self.metrics.lag.remove(self.config.group, key[0], str(key[1]))
             except KeyError:
                 pass
+        self._drop_carried()  # the next owner re-reads them
         self.metrics.rebalances.labels(self.config.group, "revoked").inc(len(partitions))
         self._refresh_gauges()
         log_event(log, logging.INFO, "partitions revoked", partitions=_show(partitions), total=len(self.states))
@@ -414,6 +425,7 @@ class ConsumerRuntime:
         # worse, move its offsets. Drop the state; the new owner re-reads from the last commit.
         for tp in partitions:
             self.states.pop((tp.topic, tp.partition), None)
+        self._drop_carried()
         self.metrics.rebalances.labels(self.config.group, "lost").inc(len(partitions))
         self._refresh_gauges()
         log_event(log, logging.WARNING, "partitions lost (session timed out); their uncommitted records go to the next owner", partitions=_show(partitions))
@@ -462,12 +474,13 @@ class ConsumerRuntime:
     # -- the batch ---------------------------------------------------------------------------------
 
     def _process(self, messages: list[Message]) -> None:
-        items = self._take(messages)
+        carried, self._carried = self._carried, []
+        items = carried + self._take(messages)  # held records first: they precede Kafka's in their partitions
         if not items:
             return
-        batch = Batch.of((i.tp, i.offset) for i in items)  # the pure model: fates, batch, commit positions
+        batch = Batch.of(((i.tp, i.offset) for i in items), held_limit=HELD_PER_BATCH * self.config.batch_size, ends=self._carried_ends)
         # 1. decode and route (a record whose dead letter is still owed keeps its verdict)
-        for item in items:
+        for item in items[len(carried):]:
             owed = self._owed(item)
             if owed is not None:
                 item.failure = owed
@@ -485,7 +498,7 @@ class ConsumerRuntime:
         # 6. what is finished per partition; back off the blocked ones
         if log.isEnabledFor(logging.DEBUG):
             self._log_batch(items, results, batch)
-        self._finish(batch)
+        self._finish(batch, items)
 
     def _take(self, messages: list[Message]) -> list[_Item]:
         """The batch's records of partitions that are assigned and not waiting out a backoff."""
@@ -515,8 +528,8 @@ class ConsumerRuntime:
         pending: list[tuple[_Item, Job]] = []
         for item in items:
             route, event = item.route, item.event
-            if route is None or event is None or item.failure is not None or batch.covers(item.tp, item.offset):
-                continue
+            if route is None or event is None or item.failure is not None or item.fx is not None or batch.covers(item.tp, item.offset):
+                continue  # item.fx set: a held record, its handler already ran
             if route.is_async:
                 pending.append((item, (route.handler, route.name, event, route.transient)))
                 continue
@@ -541,7 +554,7 @@ class ConsumerRuntime:
         started = time.perf_counter()
         try:
             try:
-                results = self.engine.apply([(i.ref, i.fx) for i in to_apply])
+                results = self.engine.apply([(i.ref, i.fx) for i in to_apply], **self._per_node(to_apply))
                 durability = self.engine.durability()
             except (redis.ConnectionError, redis.TimeoutError) as exc:
                 raise TransientEffectError(f"Redis unreachable: {exc}", reason="connection") from exc
@@ -554,6 +567,19 @@ class ConsumerRuntime:
         self.metrics.apply_seconds.labels(self.config.group).observe(time.perf_counter() - started)
         self._account(to_apply, results, batch)
         return results
+
+    def _drop_carried(self) -> None:
+        """Forget the held records of partitions no longer assigned (their next owner re-reads
+        them from the last commit, which is before them)."""
+        self._carried = [i for i in self._carried if i.tp in self.states]
+        self._carried_ends = {tp: end for tp, end in self._carried_ends.items() if tp in self.states}
+
+    def _per_node(self, items: list[_Item]) -> dict[str, Any]:
+        """On Redis Cluster, apply partially (a node that is down holds back only its records, see
+        :meth:`Batch.hold`), keeping each partition's Kafka key in order across nodes."""
+        if not self.engine.cluster:
+            return {}
+        return {"partial": True, "order": [(i.tp, i.msg.key()) for i in items]}
 
     def _dead_letter(self, failed: list[_Item], batch: Batch, *, owe: bool = False) -> None:
         """Failure stream, then ``<topic>.dlq`` (acknowledged). A record whose dead letter is not
@@ -588,10 +614,17 @@ class ConsumerRuntime:
         if owe and state is not None and item.failure is not None:
             state.owed[item.offset] = replace(item.failure, recorded=True)
 
-    def _finish(self, batch: Batch) -> None:
+    def _finish(self, batch: Batch, items: list[_Item]) -> None:
         """Move each still-assigned partition's commit position to what the batch model says is
-        finished; pause the ones to retry (a partition revoked meanwhile is left alone)."""
-        for tp, position in batch.positions(self.states).items():
+        finished; pause the ones to retry (a partition revoked meanwhile is left alone); carry the
+        held records into the next batch."""
+        positions = batch.positions(self.states)
+        held = {(tp, offset) for tp, position in positions.items() for offset in position.hold}
+        self._carried = [i for i in items if (i.tp, i.offset) in held]
+        self._carried_ends = {tp: batch.end(tp) for tp, position in positions.items() if position.hold and position.retry is None}
+        if self._carried:
+            self._carried_due = time.monotonic() + self.backoff.base_s
+        for tp, position in positions.items():
             state = self.states[tp]
             state.done = position.commit if state.done is None else max(state.done, position.commit)
             if position.retry is not None:
@@ -637,6 +670,8 @@ class ConsumerRuntime:
             elif result.duplicate:
                 batch.finished(item.tp, item.offset, Fate.DUPLICATE)
                 metrics[2].inc()
+            elif result.retry:
+                batch.hold(item.tp, item.offset, result.reason or "retry", result.error or "")
             else:
                 result.raise_for_failure() if result.undo_error else None  # EffectEngineError: stop
                 code = classes.CROSS_SLOT if result.cross_slot else classes.redis_error_code(result.error)
