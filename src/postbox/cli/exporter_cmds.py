@@ -20,7 +20,7 @@ def register(app: typer.Typer) -> None:
 
 @kafka_client_options
 def exporter(
-    listen: str = typer.Option("127.0.0.1:9464", "--listen", help="host:port to serve /metrics on (POSTBOX_EXPORTER_LISTEN)", envvar="POSTBOX_EXPORTER_LISTEN"),
+    listen: str = typer.Option("127.0.0.1:9465", "--listen", help="host:port to serve /metrics on (POSTBOX_EXPORTER_LISTEN)", envvar="POSTBOX_EXPORTER_LISTEN"),
     group: Optional[list[str]] = typer.Option(None, "--group", help="Only this consumer group (repeatable; default: every group on outbox topics)."),
     no_groups: bool = typer.Option(False, "--no-groups", help="Leave out the groups' lag (no Kafka connection)."),
     connector: Optional[str] = typer.Option(None, "--connector", help="Connector name (default: the packaged template's)."),
@@ -63,5 +63,5 @@ def exporter(
 def _address(listen: str) -> tuple[str, int]:
     host, sep, port = listen.rpartition(":")
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ConfigError(f"--listen {listen!r}: expected host:port, e.g. 127.0.0.1:9464 or 0.0.0.0:9464")
+        raise ConfigError(f"--listen {listen!r}: expected host:port, e.g. 127.0.0.1:9465 or 0.0.0.0:9465")
     return host.strip("[]") or "0.0.0.0", int(port)
