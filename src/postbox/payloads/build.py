@@ -24,14 +24,24 @@ from typing import Any, Literal
 from postbox.errors import PayloadTypeError
 from postbox.payloads.shape import MAPPING_ORIGINS, SEQUENCE_ORIGINS, fields_of, is_open, is_payload_class, name_of, union_members
 
-#: (value, dotted path) -> the built value; raises _Misfit.
-Build = Callable[[Any, str], Any]
+#: value -> the built value; raises _Misfit. Paths are put together only when one is raised (the
+#: enclosing builders add their segment as it passes), so a payload that fits pays for none.
+Build = Callable[[Any], Any]
 
 
 class _Misfit(Exception):
-    def __init__(self, path: str, value: Any, problem: str) -> None:
+    def __init__(self, value: Any, problem: str) -> None:
         super().__init__(problem)
-        self.path, self.value, self.problem = path, value, problem
+        self.value, self.problem = value, problem
+        self.segments: list[str] = []  # innermost first: "[2]", ".quantity", ...
+
+    def within(self, segment: str) -> "_Misfit":
+        self.segments.append(segment)
+        return self
+
+    @property
+    def path(self) -> str:
+        return "".join(reversed(self.segments)).lstrip(".")
 
 
 class PayloadBuilder:
@@ -42,18 +52,18 @@ class PayloadBuilder:
         self._build = compile_hint(cls, {})
         self._is_dataclass = dataclasses.is_dataclass(cls)
 
-    def __call__(self, payload: Any, *, label: str = "payload") -> Any:
+    def __call__(self, payload: Any) -> Any:
         if self._is_dataclass and isinstance(payload, self.cls):
             return payload  # a test event made with the class itself
         try:
-            return self._build(payload, "")
+            return self._build(payload)
         except _Misfit as exc:
-            where = f"field {exc.path!r}" if exc.path else "the payload"
+            path = exc.path
+            where = f"field {path!r}" if path else "the payload"
             shown = "" if exc.problem.startswith("is missing") else f" = {_short(exc.value)}"
             joint = " " if exc.problem.startswith("is ") else ": "
             raise PayloadTypeError(
-                f"{label} does not fit {self.cls.__name__}: {where}{shown}{joint}{exc.problem}",
-                field=exc.path or None,
+                f"payload does not fit {self.cls.__name__}: {where}{shown}{joint}{exc.problem}", field=path or None,
             ) from None
 
 
@@ -80,7 +90,7 @@ def compile_hint(hint: Any, memo: dict[Any, Build]) -> Build:
     return scalar
 
 
-def _keep(value: Any, path: str) -> Any:
+def _keep(value: Any) -> Any:
     return value
 
 
@@ -88,19 +98,22 @@ def _record(cls: type, memo: dict[Any, Build]) -> Build:
     if cls in memo:
         return memo[cls]
     specs: list[tuple[str, bool, Build]] = []
+    keeps_instances = dataclasses.is_dataclass(cls)
 
-    def build(value: Any, path: str) -> Any:
+    def build(value: Any) -> Any:
         if not isinstance(value, Mapping):
-            if isinstance(value, cls) and dataclasses.is_dataclass(cls):
+            if keeps_instances and isinstance(value, cls):
                 return value
-            raise _Misfit(path, value, f"expected a record (mapping) for {cls.__name__}, got {type(value).__name__}")
+            raise _Misfit(value, f"expected a record (mapping) for {cls.__name__}, got {type(value).__name__}")
         kwargs = {}
         for name, required, field_build in specs:
-            where = f"{path}.{name}" if path else name
             if name in value:
-                kwargs[name] = field_build(value[name], where)
+                try:
+                    kwargs[name] = field_build(value[name])
+                except _Misfit as exc:
+                    raise exc.within("." + name) from None
             elif required:
-                raise _Misfit(where, None, f"is missing ({cls.__name__} requires it)")
+                raise _Misfit(None, f"is missing ({cls.__name__} requires it)").within("." + name)
         return cls(**kwargs)
 
     memo[cls] = build
@@ -113,45 +126,57 @@ def _union(members: tuple[Any, ...], memo: dict[Any, Build]) -> Build:
     builds = [compile_hint(m, memo) for m in members if m is not type(None)]
     shown = " | ".join(name_of(m) for m in members)
 
-    def build(value: Any, path: str) -> Any:
+    def build(value: Any) -> Any:
         if value is None and nullable:
             return None
         deepest: _Misfit | None = None
         for one in builds:
             try:
-                return one(value, path)
+                return one(value)
             except _Misfit as exc:
-                if deepest is None or len(exc.path) > len(deepest.path):
+                if deepest is None or len(exc.segments) > len(deepest.segments):
                     deepest = exc
-        if deepest is not None and deepest.path != path:
+        if deepest is not None and deepest.segments:
             raise deepest  # the record branch it was meant for, and the field inside it that failed
-        raise _Misfit(path, value, f"expected {shown}, got {type(value).__name__}")
+        raise _Misfit(value, f"expected {shown}, got {type(value).__name__}")
 
     return build
 
 
 def _list(item: Build) -> Build:
-    def build(value: Any, path: str) -> Any:
+    def build(value: Any) -> Any:
         if not isinstance(value, (list, tuple)):
-            raise _Misfit(path, value, f"expected a list, got {type(value).__name__}")
-        return [item(v, f"{path}[{i}]") for i, v in enumerate(value)]
+            raise _Misfit(value, f"expected a list, got {type(value).__name__}")
+        out = []
+        for i, v in enumerate(value):
+            try:
+                out.append(item(v))
+            except _Misfit as exc:
+                raise exc.within(f"[{i}]") from None
+        return out
 
     return build
 
 
 def _map(item: Build) -> Build:
-    def build(value: Any, path: str) -> Any:
+    def build(value: Any) -> Any:
         if not isinstance(value, Mapping):
-            raise _Misfit(path, value, f"expected a mapping, got {type(value).__name__}")
-        return {k: item(v, f"{path}[{k!r}]") for k, v in value.items()}
+            raise _Misfit(value, f"expected a mapping, got {type(value).__name__}")
+        out = {}
+        for k, v in value.items():
+            try:
+                out[k] = item(v)
+            except _Misfit as exc:
+                raise exc.within(f"[{k!r}]") from None
+        return out
 
     return build
 
 
 def _literal(allowed: tuple[Any, ...]) -> Build:
-    def build(value: Any, path: str) -> Any:
+    def build(value: Any) -> Any:
         if value not in allowed:
-            raise _Misfit(path, value, f"expected one of {', '.join(map(repr, allowed))}")
+            raise _Misfit(value, f"expected one of {', '.join(map(repr, allowed))}")
         return value
 
     return build
@@ -161,15 +186,15 @@ def _exact(*accepted: type, reject: tuple[type, ...] = (), convert: Callable[[An
     """A scalar check: ``isinstance`` of ``accepted`` but not of ``reject``, optionally converted."""
     expected = accepted[0].__name__
 
-    def build(value: Any, path: str) -> Any:
+    def build(value: Any) -> Any:
         if isinstance(value, accepted) and not isinstance(value, reject):
             if convert is None:
                 return value
             try:
                 return convert(value)
             except ValueError as exc:  # e.g. a str that is no UUID
-                raise _Misfit(path, value, f"is not a {expected}: {exc}") from None
-        raise _Misfit(path, value, f"expected {expected}, got {type(value).__name__}")
+                raise _Misfit(value, f"is not a {expected}: {exc}") from None
+        raise _Misfit(value, f"expected {expected}, got {type(value).__name__}")
 
     return build
 

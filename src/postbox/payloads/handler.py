@@ -15,14 +15,14 @@ module is fine.
 
 from __future__ import annotations
 
-import dataclasses
+import copy
 import functools
 import inspect
 import re
 import typing
 from typing import Any
 
-from postbox.errors import HandlerRegistrationError
+from postbox.errors import HandlerRegistrationError, PayloadTypeError
 from postbox.events import Event
 from postbox.payloads.build import PayloadBuilder
 from postbox.payloads.shape import MAPPING_ORIGINS, is_open, is_payload_class, name_of
@@ -64,8 +64,16 @@ class TypedHandler:
         """``event`` with its payload built as the handler's class (PayloadTypeError names the misfit)."""
         if self.payload_class is None or self._builder is None:
             return event
-        label = f"{event.aggregate_type}/{event.event_type} payload of event {event.id} (handler {_name(self.func)})"
-        return dataclasses.replace(event, payload=self._builder(event.payload, label=label))
+        try:
+            payload = self._builder(event.payload)
+        except PayloadTypeError as exc:
+            label = f"{event.aggregate_type}/{event.event_type} payload of event {event.id} (handler {_name(self.func)})"
+            raise PayloadTypeError(label + exc.message[len("payload"):], field=exc.field) from None
+        # A shallow copy with the payload swapped: dataclasses.replace re-runs __init__ field by
+        # field, several times the cost of the build itself, once per event on the hot path.
+        built = copy.copy(event)
+        object.__setattr__(built, "payload", payload)
+        return built
 
     def __call__(self, event: Event[Any], fx: Any) -> Any:
         return self.func(self.typed(event), fx)
