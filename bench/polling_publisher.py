@@ -47,7 +47,7 @@ from confluent_kafka import KafkaException, Producer
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-TOPIC_PREFIX = "outbox.event."
+from postbox.topics import TOPIC_PREFIX
 
 #: The outbox table of the polling design: postbox's columns plus the publication mark.
 TABLE_DDL = """

@@ -51,6 +51,7 @@ from postbox.consumer.app import App
 from postbox.consumer.emulated import SchemaGate, SchemasSetting, as_mapping
 from postbox.effects import ApplyResult, Effects, EffectsEngine, EventRef, RoutingKey
 from postbox.events import Event
+from postbox.topics import topic_for
 
 Handler = Callable[[Event, Effects], Any]
 
@@ -79,7 +80,7 @@ def make_event(
         event_type=event_type,
         payload=dict(as_mapping(payload) or {}),
         headers=dict(headers or {}),
-        topic=topic or f"outbox.event.{aggregate_type}",
+        topic=topic or topic_for(aggregate_type),
         partition=partition,
         offset=offset,
         created_at=created_at or datetime.now(timezone.utc),

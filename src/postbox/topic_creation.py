@@ -32,6 +32,7 @@ from typing import Any
 
 from postbox.connect_client import ConnectorFile
 from postbox.errors import ConfigError
+from postbox.topics import TOPIC_PREFIX
 
 ENV_VAR = "POSTBOX_TOPICS_FILE"
 ROUTE_KEY = "transforms.outbox.route.topic.replacement"
@@ -109,7 +110,7 @@ def apply_topic_creation(config: Mapping[str, str], topics: TopicsConfig) -> dic
     """The connector configuration with the topics file's shapes as Debezium topic creation groups."""
     out = dict(config)
     _set_shape(out, "default", topics.default)
-    route = config.get(ROUTE_KEY, "outbox.event.${routedByValue}")
+    route = config.get(ROUTE_KEY, TOPIC_PREFIX + "${routedByValue}")
     groups = []
     for aggregate, shape in sorted(topics.aggregates.items()):
         name = group_name(aggregate)

@@ -59,7 +59,9 @@ def test_the_same_connector_file_is_registered_and_its_env_placeholders_are_prov
 
 def test_topic_routing_matches_what_consumers_subscribe_to():
     config = json.loads(CONNECTOR.read_text())["config"]
-    assert config["transforms.outbox.route.topic.replacement"] == "outbox.event.${routedByValue}"
+    from postbox.topics import TOPIC_PREFIX  # the prefix every consumer and incident command uses
+
+    assert config["transforms.outbox.route.topic.replacement"] == TOPIC_PREFIX + "${routedByValue}"
     assert config["table.include.list"] == "postbox.outbox"
 
 

@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from postbox.cli.output import console, print_json
+from postbox.topics import topic_for
 
 schemas_app = typer.Typer(help="Avro event schemas: compatibility check, listing, payload classes.", no_args_is_help=True)
 
@@ -63,7 +64,7 @@ def list_schemas(
             "version": s.version,
             "latest": s is repo.get(s.aggregate_type, s.event_type),
             "fingerprint": s.fingerprint_hex,
-            "topic": f"outbox.event.{s.aggregate_type}",
+            "topic": topic_for(s.aggregate_type),
             "fields": s.field_names,
             "path": str(s.path),
         }

@@ -11,6 +11,7 @@ from rich.table import Table
 from postbox.cli.client_options import kafka_client_options
 from postbox.cli.incident_common import JsonOpt, KafkaOpt, kafka_for, number, settings_for
 from postbox.cli.output import console, print_json
+from postbox.topics import DLQ_SUFFIX, TOPIC_PREFIX
 
 
 def register(app: typer.Typer) -> None:
@@ -35,7 +36,7 @@ def topics(
 ) -> int:
     settings = settings_for(kafka_bootstrap=kafka_bootstrap)
     with kafka_for(settings) as kafka:
-        names = [t for t in kafka.topic_names() if all_topics or t.startswith("outbox.event.") or t.endswith(".dlq")]
+        names = [t for t in kafka.topic_names() if all_topics or t.startswith(TOPIC_PREFIX) or t.endswith(DLQ_SUFFIX)]
         infos = kafka.describe_topics(names)
     if json_output:
         print_json({"bootstrap": settings.kafka_bootstrap, "topics": [i.as_dict() for i in infos]})

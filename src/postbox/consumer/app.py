@@ -69,12 +69,12 @@ from postbox.effects import Effects, EventRef, RoutingKey, event_ref
 from postbox.errors import HandlerRegistrationError, NoHandlerError
 from postbox.events import Event
 from postbox.payloads.handler import typed, wants_typed_payload
+from postbox.topics import topic_for
 
 Handler = Callable[[Event, Effects], Union[None, Awaitable[None]]]
 H = TypeVar("H", bound=Callable[..., Any])
 
 ANY = "*"
-TOPIC_PREFIX = "outbox.event."
 _NAME = re.compile(r"[A-Za-z0-9._\-]+\Z")
 
 
@@ -302,7 +302,7 @@ class App:
         """The app's own topic list, or ``outbox.event.<aggregate>`` per named aggregate type."""
         if self._topics is not None:
             return list(self._topics)
-        return [TOPIC_PREFIX + a for a in self.aggregate_types]
+        return [topic_for(a) for a in self.aggregate_types]
 
     # -- calling -----------------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from postbox.effects.engine import DEFAULT_MARKER_TTL
 from postbox.errors import ConfigError
 from postbox.kafka_config import KafkaProperties
 from postbox.settings import Settings, redact_url
+from postbox.topics import DLQ_SUFFIX
 
 if TYPE_CHECKING:
     from postbox.consumer.app import App
@@ -161,7 +162,7 @@ class ConsumerConfig:
         for topic in self.topics:
             if not _TOPIC.match(topic):
                 self._fail("topics", topic, "topic names of letters, digits, '.', '_' or '-' (at most 249)")
-            if topic.endswith(".dlq"):
+            if topic.endswith(DLQ_SUFFIX):
                 self._fail("topics", topic, "origin topics, not dead-letter topics (a .dlq topic is written, never consumed here)")
         self._range("batch_size", 1, 100_000)
         self._range("batch_wait_ms", 0, 60_000)

@@ -23,7 +23,8 @@ from postbox import failure_classes as classes
 from postbox.codec import AvroCodec, DecodedEvent, EventHeaders, JsonCodec, is_single_object
 from postbox.codec.json_conform import conform
 from postbox.codec.validate import Invalid
-from postbox.consumer.app import TOPIC_PREFIX, App, Route
+from postbox.consumer.app import App, Route
+from postbox.topics import TOPIC_PREFIX
 from postbox.consumer.dlq_record import Failure, Origin, one_line
 from postbox.errors import DecodeError, NoHandlerError, PostboxError, UnknownEventError
 from postbox.effects import EventRef

@@ -24,7 +24,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-DLQ_SUFFIX = ".dlq"
+from postbox.topics import DLQ_SUFFIX
+
+#: Every header postbox adds to a dead letter starts with this; replay strips them all.
+DLQ_HEADER_PREFIX = "postbox."
 H_ERROR = "postbox.error"
 H_CLASS = "postbox.error.class"
 H_KIND = "postbox.error.kind"

@@ -41,9 +41,10 @@ from postbox.errors import PostboxError
 from postbox.stack.checkout import checkout_root
 from postbox.stack.layout import default_state_dir
 from postbox.settings import ENV_NAMES, Settings
+from postbox.topics import topic_for
 
-TOPICS = ("outbox.event.order", "outbox.event.payment")
-GROUP_TOPICS = {"inventory": TOPICS, "payment": ("outbox.event.order",), "shipping": TOPICS}
+TOPICS = (topic_for("order"), topic_for("payment"))
+GROUP_TOPICS = {"inventory": TOPICS, "payment": (topic_for("order"),), "shipping": TOPICS}
 GROUP_PREFIX = "postbox-demo-"
 LOCK_KEY = "postbox-demo"
 SKUS = [f"SKU-{n:03d}" for n in range(1, 25)]

@@ -27,11 +27,23 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from postbox.codec import AvroCodec
-from postbox.consumer.dlq_record import H_ORIGINAL_BYTES, H_REFERENCE_ONLY
+from postbox.consumer.dlq_record import (
+    DLQ_HEADER_PREFIX,
+    H_ATTEMPTS,
+    H_CLASS,
+    H_ERROR,
+    H_FAILED_AT,
+    H_GROUP,
+    H_KIND,
+    H_OFFSET,
+    H_ORIGINAL_BYTES,
+    H_PARTITION,
+    H_REFERENCE_ONLY,
+    H_TOPIC,
+)
 from postbox.errors import IncidentError, UnknownTopicError
 from postbox.incident.kafka import DLQ_SUFFIX, Kafka
 from postbox.incident.records import (
-    DLQ_HEADER_PREFIX,
     REPLAY_OF_HEADER,
     RecordView,
     parse_iso,
@@ -61,19 +73,19 @@ class DeadLetter:
 
     @property
     def error(self) -> str | None:
-        return self._h("postbox.error")
+        return self._h(H_ERROR)
 
     @property
     def error_class(self) -> str | None:
-        return self._h("postbox.error.class")
+        return self._h(H_CLASS)
 
     @property
     def group(self) -> str | None:
-        return self._h("postbox.group")
+        return self._h(H_GROUP)
 
     @property
     def origin_topic(self) -> str:
-        topic = self._h("postbox.origin.topic")
+        topic = self._h(H_TOPIC)
         if topic:
             return topic
         name = self.record.topic
@@ -81,11 +93,11 @@ class DeadLetter:
 
     @property
     def origin_partition(self) -> int | None:
-        return _int(self._h("postbox.origin.partition"))
+        return _int(self._h(H_PARTITION))
 
     @property
     def origin_offset(self) -> int | None:
-        return _int(self._h("postbox.origin.offset"))
+        return _int(self._h(H_OFFSET))
 
     @property
     def reference_only(self) -> bool:
@@ -98,11 +110,11 @@ class DeadLetter:
 
     @property
     def attempts(self) -> int | None:
-        return _int(self._h("postbox.attempts"))
+        return _int(self._h(H_ATTEMPTS))
 
     @property
     def failed_at(self) -> datetime | None:
-        return parse_iso(self._h("postbox.failed_at"))
+        return parse_iso(self._h(H_FAILED_AT))
 
     @property
     def created_at(self) -> datetime | None:
@@ -133,7 +145,7 @@ class DeadLetter:
             "group": self.group,
             "error": self.error,
             "error_class": self.error_class,
-            "error_kind": self._h("postbox.error.kind"),
+            "error_kind": self._h(H_KIND),
             "origin": {"topic": self.origin_topic, "partition": self.origin_partition, "offset": self.origin_offset},
             "reference_only": self.reference_only,
             "original_bytes": self.original_bytes,

@@ -15,7 +15,7 @@ from postbox.errors import PostboxError
 from postbox.outbox.deliverable import CONSTRAINT
 from postbox.settings import Settings, redact_url
 from postbox.slot import SLOT_NAME, describe as describe_slot, read_slot
-from postbox.topics import TOPIC_PREFIX
+from postbox.topics import DLQ_SUFFIX, TOPIC_PREFIX
 
 SLOT = SLOT_NAME
 PUBLICATION = "postbox_outbox"
@@ -163,7 +163,7 @@ def _kafka(kafka_factory: Callable[[], Any]) -> Check:
             topics = [t for t in kafka.topic_names() if t.startswith(TOPIC_PREFIX)]
         finally:
             kafka.close()
-        dlqs = [t for t in topics if t.endswith(".dlq")]
+        dlqs = [t for t in topics if t.endswith(DLQ_SUFFIX)]
         return Check("kafka reachable", "ok", f"{brokers} broker(s); {len(topics) - len(dlqs)} outbox topic(s), {len(dlqs)} DLQ(s)")
 
     return _guard("kafka reachable", check)[0]

@@ -32,7 +32,7 @@ from postbox import kafka_config
 from postbox.errors import KafkaUnavailableError, PostboxError, UnknownGroupError, UnknownTopicError
 from postbox.kafka_config import KafkaProperties, LoginErrors
 from postbox.topics import DLQ_SUFFIX
-from postbox.topics import TOPIC_PREFIX as OUTBOX_PREFIX
+from postbox.topics import TOPIC_PREFIX
 
 #: Seconds to wait for any one broker answer (POSTBOX_KAFKA_TIMEOUT overrides).
 DEFAULT_TIMEOUT = 5.0
@@ -101,7 +101,7 @@ class TopicInfo:
     def kind(self) -> str:
         if self.name.endswith(DLQ_SUFFIX):
             return "dlq"
-        if self.name.startswith(OUTBOX_PREFIX):
+        if self.name.startswith(TOPIC_PREFIX):
             return "outbox"
         return "other"
 

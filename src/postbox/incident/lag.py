@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from postbox.incident.kafka import OUTBOX_PREFIX, Kafka
+from postbox.incident.kafka import Kafka
+from postbox.topics import TOPIC_PREFIX
 from postbox.incident.records import iso_ms
 
 MAX_AGE_LOOKUPS = 500
@@ -74,7 +75,7 @@ def group_lag(kafka: Kafka, groups: list[str] | None, *, all_topics: bool = Fals
         wanted = {
             tp: o for tp, o in committed.items()
             if (topic is None or tp[0] == topic)
-            and (all_topics or explicit or tp[0].startswith(OUTBOX_PREFIX))
+            and (all_topics or explicit or tp[0].startswith(TOPIC_PREFIX))
         }
         if info is not None:  # a running group's assignments count even before its first commit
             for member in info.members:

@@ -19,8 +19,6 @@ from postbox.codec import AvroCodec, EventHeaders, decode_record
 from postbox.codec.headers import _text
 from postbox.errors import DecodeError, PostboxError
 
-#: Header prefix of the consumer runtime's dead-letter metadata.
-DLQ_HEADER_PREFIX = "postbox."
 #: Headers this tool adds when it replays a dead letter.
 REPLAY_OF_HEADER = "postbox.replay.of"
 MAX_HEX = 4096

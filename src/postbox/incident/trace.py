@@ -25,7 +25,8 @@ from typing import Any
 from postbox.codec import AvroCodec
 from postbox.errors import IncidentError
 from postbox.incident.dlq import DeadLetter
-from postbox.incident.kafka import DLQ_SUFFIX, OUTBOX_PREFIX, Kafka
+from postbox.incident.kafka import Kafka
+from postbox.topics import DLQ_SUFFIX, TOPIC_PREFIX, topic_for
 from postbox.ids import parse_event_id  # noqa: F401 - the one event-id rule, re-exported for the CLI
 from postbox.incident.records import RecordView, iso_ms, render, uuid7_time
 from postbox.incident.redis_state import RedisState, human_duration, iso
@@ -203,9 +204,9 @@ def trace_event(
         kafka.require_topic(topic)
         topics = [topic]
     elif aggregate_type:
-        topics = [OUTBOX_PREFIX + aggregate_type]
+        topics = [topic_for(aggregate_type)]
     else:
-        topics = [t for t in kafka.topic_names() if t.startswith(OUTBOX_PREFIX) and not t.endswith(DLQ_SUFFIX)]
+        topics = [t for t in kafka.topic_names() if t.startswith(TOPIC_PREFIX) and not t.endswith(DLQ_SUFFIX)]
     topics = [t for t in topics if kafka.topic_exists(t)]
     trace.topics_searched = topics
     created = uuid7_time(event_id)
@@ -361,7 +362,7 @@ def _verdict(trace: Trace, marker_ttl: timedelta) -> None:
             trace.status = "not-published"
             trace.verdict = (
                 f"not published yet: in the outbox since {row.get('created_at')} but not on "
-                f"{', '.join(trace.topics_searched) or OUTBOX_PREFIX + str(row.get('aggregate_type'))}{scan}: check the connector and slot (`postbox lag`)"
+                f"{', '.join(trace.topics_searched) or topic_for(str(row.get('aggregate_type')))}{scan}: check the connector and slot (`postbox lag`)"
             )
             return
         trace.status = "unknown"
