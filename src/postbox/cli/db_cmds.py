@@ -151,10 +151,10 @@ def status(
     """The outbox's partitions, their time ranges and sizes."""
     import psycopg
 
-    from postbox.outbox.retention import _become_owner, list_partitions
+    from postbox.outbox.retention import become_owner, list_partitions
 
     with psycopg.connect(_maint_url(url), autocommit=True) as conn:
-        _become_owner(conn)
+        become_owner(conn)
         parts = list_partitions(conn)
     if as_json:
         print_json(parts)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Union
+from typing import Iterable, Mapping, Union, overload
 
 HeaderInput = Union[Iterable[tuple[str, "bytes | str | None"]], Mapping[str, "bytes | str | None"], None]
 
@@ -35,7 +35,7 @@ class EventHeaders:
         for key, raw in items:
             if raw is None:
                 continue
-            values[key] = _text(raw)
+            values[key] = header_text(raw)
         return cls(
             event_id=values.get("id"),
             event_type=values.get("event_type") or values.get("eventType"),
@@ -45,7 +45,20 @@ class EventHeaders:
         )
 
 
-def _text(raw: bytes | str) -> str:
+@overload
+def header_text(raw: bytes | str) -> str: ...
+
+
+@overload
+def header_text(raw: None) -> None: ...
+
+
+def header_text(raw: bytes | str | None) -> str | None:
+    """A header value as text, the way the codec reads it: UTF-8 (bad bytes replaced), and a
+    JSON-quoted string (stock Debezium's JSON header converter) unquoted. Incident commands show
+    header text with the same rule."""
+    if raw is None:
+        return None
     text = raw.decode("utf-8", errors="replace") if isinstance(raw, (bytes, bytearray)) else str(raw)
     if len(text) >= 2 and text[0] == '"' and text[-1] == '"':
         try:

@@ -204,7 +204,7 @@ class KeyLayout:
 
     def marker_pattern(self, event_id: bytes) -> bytes:
         """A SCAN pattern matching the event's marker under any tag (current layout)."""
-        return b"%s:*:seen:%s:%s" % (self.namespace, _glob_escape(self._escaped_group), _glob_escape(event_id))
+        return b"%s:*:seen:%s:%s" % (self.namespace, glob_escape(self._escaped_group), glob_escape(event_id))
 
     def failures(self, tag: bytes) -> bytes:
         if self.slot_aligned:
@@ -213,10 +213,11 @@ class KeyLayout:
 
     def failures_pattern(self) -> bytes:
         """A SCAN pattern matching every failure stream of this group (both layouts)."""
-        return b"%s:*failures:%s" % (self.namespace, _glob_escape(self.group))
+        return b"%s:*failures:%s" % (self.namespace, glob_escape(self.group))
 
 
-def _glob_escape(text: bytes) -> bytes:
+def glob_escape(text: bytes) -> bytes:
+    """``text`` with Redis glob characters (``* ? [ ] \\``) escaped, for a SCAN MATCH pattern."""
     out = bytearray()
     for byte in text:
         if byte in b"*?[]\\":

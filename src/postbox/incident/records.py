@@ -16,7 +16,7 @@ from decimal import Decimal
 from typing import Any
 
 from postbox.codec import AvroCodec, EventHeaders, decode_record
-from postbox.codec.headers import _text
+from postbox.codec.headers import header_text
 from postbox.errors import DecodeError, PostboxError
 
 #: Headers this tool adds when it replays a dead letter.
@@ -37,13 +37,6 @@ def safe_text(raw: bytes | str | None) -> tuple[str | None, str]:
     if any(not ch.isprintable() and ch not in "\t\n\r" for ch in text):
         return bytes(raw).hex(), "hex"
     return text, "utf-8"
-
-
-def header_text(raw: bytes | str | None) -> str | None:
-    """A header value as text the way the codec reads it (JSON-quoted strings unquoted)."""
-    if raw is None:
-        return None
-    return _text(raw)
 
 
 def jsonable(value: Any) -> Any:

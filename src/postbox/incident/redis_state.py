@@ -22,7 +22,7 @@ from typing import Any
 import redis
 
 from postbox.effects.engine import DEFAULT_MARKER_TTL
-from postbox.effects.keys import KeyLayout, _glob_escape
+from postbox.effects.keys import KeyLayout, glob_escape
 from postbox.durations import parse_duration
 from postbox.errors import ConfigError, IncidentError
 from postbox.redis_client import connect
@@ -159,7 +159,7 @@ class RedisState:
         eid = event_id.encode()
         patterns = dict.fromkeys([
             self._layout(group).marker_pattern(eid),
-            b"%s:*:seen:%s:%s" % (self.namespace.encode(), _glob_escape(group.encode()), _glob_escape(eid)),
+            b"%s:*:seen:%s:%s" % (self.namespace.encode(), glob_escape(group.encode()), glob_escape(eid)),
         ])
         try:
             total = int(self.client.dbsize())

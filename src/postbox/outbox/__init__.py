@@ -91,7 +91,7 @@ def transaction(conn: psycopg.Connection[Any] | None = None, *, pipeline: bool =
     if conn is None:
         own = getattr(_local, "outbox", None)
         if own is None:
-            own = _local.outbox = Outbox(codec=default_outbox().rows._codec, retention=default_outbox().retention)
+            own = _local.outbox = default_outbox().with_own_connection()
         with own.transaction(pipeline=pipeline) as tx:
             yield tx
     else:

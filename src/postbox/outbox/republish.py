@@ -25,7 +25,7 @@ from typing import Any
 import psycopg
 
 from postbox.errors import RetentionError
-from postbox.outbox.retention import _become_owner
+from postbox.outbox.retention import become_owner
 
 REPUBLISH_SQL = """
 WITH batch AS (
@@ -73,7 +73,7 @@ def republish(
     except psycopg.OperationalError as exc:
         raise RetentionError(f"cannot connect to republish: {exc}".strip(), fix="check --url / POSTBOX_MAINT_DATABASE_URL") from exc
     with conn:
-        _become_owner(conn)
+        become_owner(conn)
         after = uuid.UUID(int=0)
         while True:
             with conn.transaction():

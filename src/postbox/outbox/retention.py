@@ -110,7 +110,7 @@ def run_retention(
     except psycopg.OperationalError as exc:
         raise RetentionError(f"cannot connect for retention: {exc}".strip(), fix="check --url / POSTBOX_MAINT_DATABASE_URL") from exc
     with conn:
-        _become_owner(conn)
+        become_owner(conn)
         conn.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(f"{int(lock_timeout.total_seconds() * 1000)}ms")))
         got = conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (LOCK_KEY,)).fetchone()
         if not got or not got[0]:
@@ -259,7 +259,9 @@ def _purge_default(conn: psycopg.Connection[Any], report: RetentionReport, keep:
             break
 
 
-def _become_owner(conn: psycopg.Connection[Any]) -> None:
+def become_owner(conn: psycopg.Connection[Any]) -> None:
+    """``SET ROLE postbox_owner`` (partition maintenance, republish and `db status` act as the
+    outbox's owner); a RetentionError with the fix when the role or the outbox is missing."""
     try:
         conn.execute("SET ROLE postbox_owner")
     except psycopg.errors.InsufficientPrivilege as exc:

@@ -8,6 +8,7 @@ mode the INSERT is queued with the caller's own statements and costs no round tr
 
 from __future__ import annotations
 
+import copy
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -157,6 +158,13 @@ class Outbox:
         else:
             with conn.transaction():
                 yield OutboxTransaction(self, conn)
+
+    def with_own_connection(self) -> "Outbox":
+        """An Outbox with this one's rows (codec, encoding, schemas) and retention but a
+        connection of its own, for ``transaction()`` without a connection in another thread."""
+        twin = copy.copy(self)
+        twin._conn = None
+        return twin
 
     def _own_connection(self) -> psycopg.Connection[Any]:
         if self._conn is None or self._conn.closed or self._conn.broken:
