@@ -67,7 +67,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from postbox.codec import AvroCodec  # noqa: E402
 from postbox.db import init_database  # noqa: E402
-from postbox.outbox import Event, Outbox, Retention  # noqa: E402
+from postbox.outbox import NewEvent, Outbox, Retention  # noqa: E402
 from postbox.outbox.rows import INSERT_SQL  # noqa: E402
 from postbox.outbox.statements import CHUNK_MAX_ROWS, INSERT_MANY_SQL  # noqa: E402
 from postbox.outbox.uuid7 import uuid7  # noqa: E402
@@ -281,7 +281,7 @@ COPY_SQL = "COPY postbox.outbox (id, aggregate_type, aggregate_id, event_type, p
 
 def measure_batch(kind: str, url: str, outbox: Outbox, payload: bytes, size: int) -> Round:
     """Events per second of one transaction writing ``size`` events the way ``kind`` says, and CPU µs per event."""
-    events = [Event("order", f"o-{i % 100}", "OrderPlaced", PAYLOAD) for i in range(size)]
+    events = [NewEvent("order", f"o-{i % 100}", "OrderPlaced", PAYLOAD) for i in range(size)]
     rows = [(uuid7(), "order", f"o-{i % 100}", "OrderPlaced", payload, None) for i in range(size)]
     with psycopg.connect(url) as conn:
         before = Cpu.now(conn.info.backend_pid)

@@ -18,7 +18,7 @@ import psycopg
 import pytest
 
 from postbox.errors import PayloadError
-from postbox.outbox import Event, Outbox
+from postbox.outbox import NewEvent, Outbox
 from postbox.outbox.rows import MAX_PAYLOAD_BYTES
 from tests.support.kafka import read_until
 from tests.support.outbox_rows import INSERT, insert_event
@@ -79,7 +79,7 @@ def test_database_error_mid_transaction_leaves_no_event(settings, pg_conn, admin
     aggregate_type = f"midtx{unique}"
     with pytest.raises(psycopg.errors.DivisionByZero):
         with pg_conn.transaction():
-            emitted = outbox.emit_many(pg_conn, [Event(aggregate_type, "a", "E", {"n": i}) for i in range(3)])
+            emitted = outbox.emit_many(pg_conn, [NewEvent(aggregate_type, "a", "E", {"n": i}) for i in range(3)])
             pg_conn.execute("SELECT 1/0")  # the application's own statement fails after the emits
     assert admin_conn.execute("SELECT count(*) FROM postbox.outbox WHERE aggregate_type = %s", (aggregate_type,)).fetchone()[0] == 0
     # A committed event after it is the only one that reaches Kafka.

@@ -42,7 +42,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 
 from postbox.codec import AvroCodec
 from postbox.errors import ConnectError, StackError
-from postbox.outbox import Event, Outbox
+from postbox.outbox import NewEvent, Outbox
 from postbox.schemas import SchemaRepository
 from postbox.settings import Settings
 from postbox.stack.stack import LocalStack
@@ -218,7 +218,7 @@ class Emitter(threading.Thread):
 
     def _transaction(self, plan: list[tuple[str, int]], first_customer: str = "c") -> None:
         """Commit ``plan`` exactly once, whatever happens to PostgreSQL meanwhile."""
-        events = [Event(self.aggregate_type, agg, "OrderPlaced", _payload(agg, seq, first_customer if i == 0 else "c"))
+        events = [NewEvent(self.aggregate_type, agg, "OrderPlaced", _payload(agg, seq, first_customer if i == 0 else "c"))
                   for i, (agg, seq) in enumerate(plan)]
         for _attempt in range(1000):
             conn = self._connection()

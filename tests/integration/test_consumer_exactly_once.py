@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from postbox.codec import AvroCodec
-from postbox.outbox import Event, Outbox
+from postbox.outbox import NewEvent, Outbox
 from postbox.schemas import SchemaRepository
 from tests.support.consumers import ConsumerProcess, committed, produce, read_all, wait_for
 
@@ -43,7 +43,7 @@ def test_sigkill_restart_and_redelivery_apply_each_event_once_in_order(settings,
     def emit(seq_range: range) -> None:
         for seq in seq_range:  # one transaction per round: every aggregate's event #seq
             with pg_conn.transaction():
-                outbox.emit_many(pg_conn, [Event(agg, oid, "OrderPlaced", placed(oid, seq)) for oid in ids])
+                outbox.emit_many(pg_conn, [NewEvent(agg, oid, "OrderPlaced", placed(oid, seq)) for oid in ids])
 
     half = PER_AGGREGATE // 2
     emit(range(half))

@@ -14,7 +14,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from postbox.consumer.runtime import parse_created_at
-from postbox.outbox import Event, Outbox
+from postbox.outbox import NewEvent, Outbox
 from tests.support.consumers import read_all
 
 pytestmark = pytest.mark.integration
@@ -46,7 +46,7 @@ def test_relays_every_row_once_with_the_routers_record_shape(settings, admin_dat
     try:
         n = 25
         with psycopg.connect(dsn) as conn, conn.transaction():
-            emitted = outbox.emit_many(conn, [Event(agg, f"o{i % 4}", "OrderPlaced", _payload(i)) for i in range(n)])
+            emitted = outbox.emit_many(conn, [NewEvent(agg, f"o{i % 4}", "OrderPlaced", _payload(i)) for i in range(n)])
         published = 0
         for _ in range(20):  # batches of 7: four cycles publish everything, the fifth finds nothing
             published += relay.run_once()

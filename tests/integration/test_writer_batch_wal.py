@@ -19,7 +19,7 @@ import psycopg
 import pytest
 
 from postbox.codec import AvroCodec
-from postbox.outbox import Event, Outbox
+from postbox.outbox import NewEvent, Outbox
 from postbox.outbox.uuid7 import uuid7
 from postbox.schemas import SchemaRepository
 
@@ -67,7 +67,7 @@ def test_batch_events_are_one_wal_record_each_in_the_order_given(
     pg_conn: psycopg.Connection, wal: WalReader, codec_for: tuple[str, AvroCodec]
 ) -> None:
     agg, codec = codec_for
-    events = [Event(agg, f"a{i % 7}", "OrderPlaced", placed(str(i))) for i in range(1200)]
+    events = [NewEvent(agg, f"a{i % 7}", "OrderPlaced", placed(str(i))) for i in range(1200)]
     with pg_conn.transaction():
         emitted = Outbox(codec=codec).emit_many(pg_conn, events)
     inserts = wal.inserts_of(agg)

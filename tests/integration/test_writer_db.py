@@ -22,7 +22,7 @@ from psycopg.conninfo import make_conninfo
 from postbox.codec import AvroCodec
 from postbox.db import init_database
 from postbox.errors import OutboxError, PayloadError, UnknownEventError
-from postbox.outbox import AsyncOutbox, Event, Outbox, Retention
+from postbox.outbox import AsyncOutbox, NewEvent, Outbox, Retention
 from postbox.outbox.retention import run_retention
 from postbox.outbox.uuid7 import uuid7
 from postbox.schemas import SchemaRepository
@@ -108,7 +108,7 @@ def test_batch_emit_keeps_order_and_async_emit(pg_conn: psycopg.Connection, uniq
     codec = AvroCodec(repo_for(agg, tmp_path))
     outbox = Outbox(codec=codec)
     with pg_conn.transaction():
-        emitted = outbox.emit_many(pg_conn, [Event(agg, f"a{i % 7}", "OrderPlaced", placed(str(i))) for i in range(500)])
+        emitted = outbox.emit_many(pg_conn, [NewEvent(agg, f"a{i % 7}", "OrderPlaced", placed(str(i))) for i in range(500)])
     ids = [e.id for e in emitted]
     assert outbox_rows(pg_conn, ids) == 500
 
@@ -117,7 +117,7 @@ def test_batch_emit_keeps_order_and_async_emit(pg_conn: psycopg.Connection, uniq
         async with await psycopg.AsyncConnection.connect(Settings.load().database_url) as aconn:
             async with aout.transaction(aconn) as tx:
                 one = await tx.emit(agg, "x", "OrderCancelled", {"order_id": "x", "reason": "r", "cancelled_at": NOW})
-                many = await tx.emit_many([Event(agg, "x", "OrderPlaced", placed("x"))] * 3)
+                many = await tx.emit_many([NewEvent(agg, "x", "OrderPlaced", placed("x"))] * 3)
         return [one.id, *(m.id for m in many)]
 
     assert outbox_rows(pg_conn, asyncio.run(run())) == 4
@@ -137,7 +137,7 @@ def test_batch_emit_inserts_in_the_order_given(scratch_db: tuple[str, str], uniq
     order = [str((i * 37) % 500) for i in range(500)]
     with psycopg.connect(app) as conn:
         with conn.transaction():
-            emitted = Outbox(codec=codec).emit_many(conn, [Event(agg, f"a{int(o) % 7}", "OrderPlaced", placed(o)) for o in order])
+            emitted = Outbox(codec=codec).emit_many(conn, [NewEvent(agg, f"a{int(o) % 7}", "OrderPlaced", placed(o)) for o in order])
     with psycopg.connect(admin) as conn:
         rows = conn.execute("SELECT id, payload FROM postbox.outbox ORDER BY ctid").fetchall()
     assert [str(r[0]) for r in rows] == [str(e.id) for e in emitted]

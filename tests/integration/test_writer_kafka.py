@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka import Consumer
 
 from postbox.codec import AvroCodec, EventHeaders, decode_record
-from postbox.outbox import Event, Outbox
+from postbox.outbox import NewEvent, Outbox
 from postbox.schemas import SchemaRepository
 from postbox.settings import Settings
 
@@ -96,7 +96,7 @@ def test_batch_of_10000_arrives_complete_and_in_order_per_aggregate(
     agg = f"t{unique}"
     repo = repo_for(agg, tmp_path)
     outbox = Outbox(codec=AvroCodec(repo))
-    events = [Event(agg, f"a{i % 37}", "OrderPlaced", placed(str(i))) for i in range(10_000)]
+    events = [NewEvent(agg, f"a{i % 37}", "OrderPlaced", placed(str(i))) for i in range(10_000)]
     with pg_conn.transaction():
         emitted = outbox.emit_many(pg_conn, events)
 

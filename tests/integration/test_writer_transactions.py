@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from postbox.errors import NoTransactionError
-from postbox.outbox import AsyncOutbox, Event, Outbox
+from postbox.outbox import AsyncOutbox, NewEvent, Outbox
 from postbox.settings import Settings
 
 pytestmark = pytest.mark.integration
@@ -39,7 +39,7 @@ def test_autocommit_emit_outside_a_transaction_is_refused_and_writes_nothing(
             json_outbox().emit(conn, "t12x11", agg_id, "Happened", {"n": 1})
         assert "conn.transaction()" in (info.value.fix or "")
         with pytest.raises(NoTransactionError):
-            json_outbox().emit_many(conn, [Event("t12x11", agg_id, "Happened", {"n": 2})])
+            json_outbox().emit_many(conn, [NewEvent("t12x11", agg_id, "Happened", {"n": 2})])
         with pytest.raises(NoTransactionError), conn.pipeline():
             conn.execute("SELECT 1")  # queued: libpq says ACTIVE, yet no transaction block is open
             json_outbox().emit(conn, "t12x11", agg_id, "Happened", {"n": 3})
@@ -90,7 +90,7 @@ def test_async_autocommit_emit_is_refused_and_transactions_still_write(
             with pytest.raises(NoTransactionError):
                 await outbox.emit(conn, "t12x11", refused, "Happened", {"n": 1})
             with pytest.raises(NoTransactionError):
-                await outbox.emit_many(conn, [Event("t12x11", refused, "Happened", {"n": 2})])
+                await outbox.emit_many(conn, [NewEvent("t12x11", refused, "Happened", {"n": 2})])
             async with conn.transaction():
                 await outbox.emit(conn, "t12x11", kept, "Happened", {"n": 1})
             async with outbox.transaction(conn) as tx:

@@ -72,13 +72,13 @@ def test_json_encoding_and_retention_policy_parsing() -> None:
 def test_prepare_many_is_prepare_event_of_each_in_order() -> None:
     """#17: the batch path reads the trace context once and makes ids in bulk; what it yields
     must be what one prepare_event per event yields (ids in sequence, same rows, same refusals)."""
-    from postbox.outbox import Event
+    from postbox.outbox import NewEvent
     from postbox.outbox.uuid7 import uuid7_many
 
     ids = [*uuid7_many(3000), uuid7(), *uuid7_many(5)]
     assert ids == sorted(ids) and len(set(ids)) == len(ids) and all(u.version == 7 for u in ids)
     other = TP[:-2] + "00"
-    events = [Event("order", f"o{i}", "OrderCancelled", CANCEL, traceparent=other if i % 3 == 0 else None) for i in range(30)]
+    events = [NewEvent("order", f"o{i}", "OrderCancelled", CANCEL, traceparent=other if i % 3 == 0 else None) for i in range(30)]
     with trace_context(TP):
         many = ROWS.prepare_many(events)
         one_by_one = [ROWS.prepare_event(e) for e in events]
@@ -86,6 +86,6 @@ def test_prepare_many_is_prepare_event_of_each_in_order() -> None:
         other if i % 3 == 0 else TP for i in range(30)]
     assert [r.params[1:] for r in many] == [r.params[1:] for r in one_by_one]
     assert [r.event.id for r in many] == sorted(r.event.id for r in many) < [r.event.id for r in one_by_one]
-    bad = [*events[:5], Event("order", "o", "OrderCancelled", {**CANCEL, "reason": 7})]
+    bad = [*events[:5], NewEvent("order", "o", "OrderCancelled", {**CANCEL, "reason": 7})]
     with pytest.raises(PayloadError, match="reason"):
         ROWS.prepare_many(bad)

@@ -30,7 +30,7 @@ import psycopg
 
 from postbox.outbox.aio import AsyncOutbox, AsyncOutboxTransaction
 from postbox.outbox.policy import Retention
-from postbox.outbox.rows import EmittedEvent, Event
+from postbox.outbox.rows import EmittedEvent, NewEvent
 from postbox.outbox.trace import current_traceparent, trace_context, validate_traceparent
 from postbox.outbox.uuid7 import uuid7, uuid7_datetime
 from postbox.outbox.writer import Outbox, OutboxTransaction
@@ -39,7 +39,7 @@ __all__ = [
     "AsyncOutbox",
     "AsyncOutboxTransaction",
     "EmittedEvent",
-    "Event",
+    "NewEvent",
     "Outbox",
     "OutboxTransaction",
     "Retention",
@@ -80,7 +80,7 @@ def emit(
     return default_outbox().emit(conn, aggregate_type, aggregate_id, event_type, payload, **kwargs)
 
 
-def emit_many(conn: psycopg.Connection[Any], events: Iterable[Event]) -> list[EmittedEvent]:
+def emit_many(conn: psycopg.Connection[Any], events: Iterable[NewEvent]) -> list[EmittedEvent]:
     """Emit many events in ``conn``'s transaction (see :meth:`Outbox.emit_many`)."""
     return default_outbox().emit_many(conn, events)
 

@@ -41,7 +41,7 @@ DELETE_SQL = sql_text("delete.sql")
 
 
 @dataclass(frozen=True)
-class Event:
+class NewEvent:
     """One event to emit (for batch emit)."""
 
     aggregate_type: str
@@ -118,7 +118,7 @@ class RowFactory:
         return _row(event_id if event_id is not None else uuid7(), aggregate_type, key, event_type,
                     schema_version, resolve_traceparent(traceparent), body)
 
-    def prepare_event(self, event: Event) -> PreparedRow:
+    def prepare_event(self, event: NewEvent) -> PreparedRow:
         return self.prepare(
             event.aggregate_type,
             event.aggregate_id,
@@ -128,7 +128,7 @@ class RowFactory:
             traceparent=event.traceparent,
         )
 
-    def prepare_many(self, events: Iterable[Event]) -> list[PreparedRow]:
+    def prepare_many(self, events: Iterable[NewEvent]) -> list[PreparedRow]:
         """``prepare_event`` of each event, in order, with the per-batch work done once (#17):
         the ambient trace context is read once and the ids are made in one go."""
         batch = list(events)

@@ -21,7 +21,7 @@ from psycopg import sql
 from postbox.codec.avro import AvroCodec
 from postbox.errors import OutboxError
 from postbox.outbox.policy import Retention
-from postbox.outbox.rows import EmittedEvent, Event, RowFactory
+from postbox.outbox.rows import EmittedEvent, NewEvent, RowFactory
 from postbox.outbox.statements import Statement, fold_into, statements_for
 from postbox.outbox.transaction_check import require_transaction
 
@@ -72,7 +72,7 @@ class Outbox:
         self._send(conn, statements_for([row], self.retention))
         return row.event
 
-    def emit_many(self, conn: psycopg.Connection[Any], events: Iterable[Event]) -> list[EmittedEvent]:
+    def emit_many(self, conn: psycopg.Connection[Any], events: Iterable[NewEvent]) -> list[EmittedEvent]:
         """Write many events in ``conn``'s current transaction, in order.
 
         Every event is validated and encoded before the first is sent. The batch goes as one
@@ -204,5 +204,5 @@ class OutboxTransaction:
              payload: Mapping[str, Any], **kwargs: Any) -> EmittedEvent:
         return self.outbox.emit(self.connection, aggregate_type, aggregate_id, event_type, payload, **kwargs)
 
-    def emit_many(self, events: Iterable[Event]) -> list[EmittedEvent]:
+    def emit_many(self, events: Iterable[NewEvent]) -> list[EmittedEvent]:
         return self.outbox.emit_many(self.connection, events)
