@@ -33,6 +33,7 @@ flowing. Re-applying is safe: events whose effects already landed come back as d
 from __future__ import annotations
 
 import asyncio
+from contextlib import nullcontext
 import logging
 import os
 import signal
@@ -51,7 +52,7 @@ from postbox import failure_classes as classes
 from postbox.failure_classes import redis_error_code as _error_code  # noqa: F401 - its old name here, kept for importers
 from postbox import kafka_config
 from postbox.codec import AvroCodec, EventHeaders
-from postbox.consumer import health, testhooks
+from postbox.consumer import health, testhooks, tracing
 from postbox.consumer.app import App, Route
 from postbox.consumer.backoff import Backoff
 from postbox.consumer.batch import Batch, Fate
@@ -62,7 +63,7 @@ from postbox.consumer.fencing import FenceAction, FencePolicy
 from postbox.consumer.instance import instance_fenced
 from postbox.consumer.deadletter import DeadLetters, Failure, Origin, one_line
 from postbox.consumer.event_scope import event_scope
-from postbox.consumer.logs import event_fields, log_context, log_event
+from postbox.consumer.logs import event_context, log_context, log_event
 from postbox.consumer.metrics import Metrics
 from postbox.consumer.partition_state import PartitionState, pending
 from postbox.effects import ApplyResult, Effects, EffectsEngine, EventRef
@@ -209,6 +210,7 @@ class ConsumerRuntime:
         log_event(log, logging.INFO, "consumer starting", app=repr(self.app), **cfg.describe())
         self.codec = self._load_codec()
         self.decoder = Decoder(self.app, self.codec)
+        tracing.refresh()  # the app's tracer provider, if it configures one, is set by now
         if cfg.metrics_port:
             self._serve_http()
         self._wait_for_redis()
@@ -687,7 +689,7 @@ class ConsumerRuntime:
         assert failure is not None
         self._topic_metrics(item.tp[0])[3].inc()
         self.metrics.failures.labels(self.config.group, item.tp[0], failure.error_class, failure.kind).inc()
-        with log_context(**(event_fields(item.event) if item.event else {})):
+        with event_context(item.event) if item.event else nullcontext():
             self._log_dead_letter(item, failure)
 
     def _log_dead_letter(self, item: _Item, failure: Failure) -> None:

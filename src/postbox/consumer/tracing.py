@@ -10,6 +10,7 @@ API but no SDK the spans are OpenTelemetry's no-ops.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -21,22 +22,48 @@ try:
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
     _PROPAGATOR: Any = TraceContextTextMapPropagator()
+    _NO_OP_PROVIDERS: tuple[type, ...] = (_trace.ProxyTracerProvider, _trace.NoOpTracerProvider)
 except ImportError:  # the optional extra is not installed
     _trace = None  # type: ignore[assignment]
     _PROPAGATOR = None
+    _NO_OP_PROVIDERS = ()
 
 TRACER_NAME = "postbox.consumer"
 
 
+#: Whether a tracer provider was configured: once set it stays (OpenTelemetry sets the global
+#: provider once per process); until then it is looked up again at most every RECHECK_S, because
+#: the lookup (it reads the environment) costs more than the rest of an event's scope.
+RECHECK_S = 1.0
+_state = {"configured": False, "checked_at": float("-inf")}
+
+
 def enabled() -> bool:
-    """True when OpenTelemetry's API is importable."""
-    return _trace is not None
+    """True when OpenTelemetry is importable and the application configured a tracer provider:
+    with only the API (no provider set) every span would be a no-op, and starting one per event
+    costs tens of microseconds, so none is started."""
+    if _state["configured"]:
+        return True
+    if _trace is None:
+        return False
+    now = time.monotonic()
+    if now - _state["checked_at"] < RECHECK_S:
+        return False
+    _state["checked_at"] = now
+    _state["configured"] = not isinstance(_trace.get_tracer_provider(), _NO_OP_PROVIDERS)
+    return bool(_state["configured"])
+
+
+def refresh() -> None:
+    """Look the provider up again at the next event (a consumer starting: the app's module, which
+    configures it, is imported by then)."""
+    _state["checked_at"] = float("-inf")
 
 
 @contextmanager
 def event_span(event: Event, group: str | None) -> Iterator[None]:
-    """Run the block inside the event's span (a no-op without OpenTelemetry)."""
-    if _trace is None:
+    """Run the block inside the event's span (a no-op without OpenTelemetry or its provider)."""
+    if not enabled():
         yield
         return
     traceparent = event.headers.get("traceparent")
