@@ -504,7 +504,7 @@ class E2EBench:
                 "xact_commit": float(commits), "wal_bytes": float(wal)}
 
     def run(self, path: str, rate: int, duration: float, *, warmup: bool = False) -> RunResult:
-        from postbox.incident.kafka import Kafka
+        from postbox.kafka_cluster import Kafka
         from postbox.incident.lag import group_lag
         from postbox.slot import slot_status
 

@@ -53,7 +53,7 @@ CONNECTOR_STATES = ("RUNNING", "PAUSED", "STOPPED", "FAILED", "UNASSIGNED", "RES
 class PipelineCollector(Collector):
     """Reads the slot, the connector and (with ``open_kafka``) the groups' lag at each scrape.
 
-    ``open_kafka``: makes a :class:`postbox.incident.kafka.Kafka` handle, opened on the first
+    ``open_kafka``: makes a :class:`postbox.kafka_cluster.Kafka` handle, opened on the first
     scrape and kept; None leaves out the group metrics. ``groups``: only these groups (default:
     every group with commits on outbox topics)."""
 

@@ -28,7 +28,7 @@ def doctor(
 ) -> int:
     from postbox.connector import default_connector_name
     from postbox.incident.doctor import run_checks
-    from postbox.incident.kafka import Kafka
+    from postbox.kafka_cluster import Kafka
 
     settings = settings_for(kafka_bootstrap=kafka_bootstrap, redis_url=redis_url, connect_url=connect_url, database_url=database_url)
     checks = run_checks(settings, default_connector_name(), lambda: Kafka(settings.kafka_bootstrap, properties=settings.kafka_properties))

@@ -37,7 +37,7 @@ def exporter(
     host, port = _address(listen)
 
     def open_kafka() -> Any:
-        from postbox.incident.kafka import Kafka
+        from postbox.kafka_cluster import Kafka
 
         return Kafka(settings.kafka_bootstrap, properties=settings.kafka_properties)
 

@@ -43,8 +43,8 @@ def settings_for(**overrides: Optional[str]) -> Settings:
 
 @contextmanager
 def kafka_for(settings: Settings) -> Iterator[Any]:
-    """A :class:`postbox.incident.kafka.Kafka` handle, closed when the command is done with it."""
-    from postbox.incident.kafka import Kafka
+    """A :class:`postbox.kafka_cluster.Kafka` handle, closed when the command is done with it."""
+    from postbox.kafka_cluster import Kafka
 
     kafka = Kafka(settings.kafka_bootstrap, properties=settings.kafka_properties)
     try:

@@ -131,7 +131,7 @@ class Demo:
         from postbox.stack.stack import admin_redis_url
 
         self.redis = redis.Redis.from_url(admin_redis_url())
-        from postbox.incident.kafka import Kafka
+        from postbox.kafka_cluster import Kafka
 
         self.kafka = Kafka(settings.kafka_bootstrap, timeout=10, properties=settings.kafka_properties)
         lock_conn = psycopg.connect(admin_url, autocommit=True, connect_timeout=10)

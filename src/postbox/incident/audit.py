@@ -32,7 +32,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import NewTopic
 
 from postbox.errors import AuditError
-from postbox.incident.kafka import Kafka
+from postbox.kafka_cluster import Kafka
 
 AUDIT_TOPIC_ENV = "POSTBOX_AUDIT_TOPIC"
 DEFAULT_AUDIT_TOPIC = "postbox.audit"

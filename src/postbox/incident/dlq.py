@@ -42,7 +42,7 @@ from postbox.consumer.dlq_record import (
     H_TOPIC,
 )
 from postbox.errors import IncidentError, UnknownTopicError
-from postbox.incident.kafka import DLQ_SUFFIX, Kafka
+from postbox.kafka_cluster import DLQ_SUFFIX, Kafka
 from postbox.incident.records import (
     REPLAY_OF_HEADER,
     RecordView,

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from postbox.incident.kafka import Kafka
+from postbox.kafka_cluster import Kafka
 from postbox.topics import TOPIC_PREFIX
 from postbox.incident.records import iso_ms
 

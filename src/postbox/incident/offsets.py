@@ -17,7 +17,7 @@ from typing import Any
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 
 from postbox.errors import GroupActiveError, IncidentError, UnknownGroupError
-from postbox.incident.kafka import Kafka
+from postbox.kafka_cluster import Kafka
 from postbox.incident.records import iso_ms, parse_iso
 from postbox.durations import parse_duration
 from postbox.incident.redis_state import human_duration

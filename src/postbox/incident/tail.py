@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from confluent_kafka import KafkaError, TopicPartition
 
 from postbox.codec import AvroCodec
-from postbox.incident.kafka import Kafka
+from postbox.kafka_cluster import Kafka
 from postbox.incident.records import RecordView, field_matches, parse_iso, payload_field, render
 from postbox.durations import parse_duration
 

@@ -25,7 +25,7 @@ from typing import Any
 from postbox.codec import AvroCodec
 from postbox.errors import IncidentError
 from postbox.incident.dlq import DeadLetter
-from postbox.incident.kafka import Kafka
+from postbox.kafka_cluster import Kafka
 from postbox.topics import DLQ_SUFFIX, TOPIC_PREFIX, topic_for
 from postbox.ids import parse_event_id  # noqa: F401 - the one event-id rule, re-exported for the CLI
 from postbox.incident.records import RecordView, iso_ms, render, uuid7_time

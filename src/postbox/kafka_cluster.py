@@ -1,4 +1,7 @@
-"""Kafka inspection for the incident commands: topics, offsets, retention, consumer groups.
+"""One handle on a Kafka cluster for what inspects it: topics, offsets, retention, consumer groups.
+
+Used by the incident commands, `postbox exporter`, the demo and the benchmarks, so it lives beside
+the other client modules rather than in ``incident/``.
 
 Built on confluent-kafka's AdminClient (metadata, configs, list_offsets, consumer groups) and a
 Consumer that is only ever *assigned* partitions: it never joins a group and never commits, so
@@ -469,25 +472,10 @@ class Kafka:
                         raise self.unavailable("no records arrived while reading")
                     continue
                 idle_deadline = time.monotonic() + self.timeout + 5
-                finished: list[tuple[str, int]] = []
-                for msg in batch:
-                    where = (msg.topic(), msg.partition())
-                    if msg.error():
-                        if msg.error().code() == KafkaError._PARTITION_EOF:
-                            finished.append(where)
-                            continue
-                        if msg.error().code() in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN):
-                            raise self.unavailable(msg.error().str())
-                        continue
-                    if where not in pending:
-                        continue
-                    if msg.offset() >= todo[where][1]:
-                        finished.append(where)
-                        continue
+                wanted, finished = self._in_range(batch, todo, pending)
+                for msg in wanted:
                     scanned += 1
                     yield msg
-                    if msg.offset() >= todo[where][1] - 1:
-                        finished.append(where)
                     if scanned >= max_records:
                         break
                 for where in finished:
@@ -498,6 +486,31 @@ class Kafka:
                     progress(scanned, total)
         finally:
             consumer.close()
+
+    def _in_range(
+        self, batch: list[Message], todo: dict[tuple[str, int], tuple[int, int]], pending: set[tuple[str, int]]
+    ) -> tuple[list[Message], list[tuple[str, int]]]:
+        """One consumed batch of a scan: its records inside the scanned range (in order), and the
+        partitions it finished (end of partition, or the range's last offset reached)."""
+        wanted: list[Message] = []
+        finished: list[tuple[str, int]] = []
+        for msg in batch:
+            where = (msg.topic(), msg.partition())
+            error = msg.error()
+            if error:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    finished.append(where)
+                elif error.code() in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN):
+                    raise self.unavailable(error.str())
+                continue
+            if where not in pending:
+                continue
+            end = todo[where][1]
+            if msg.offset() < end:
+                wanted.append(msg)
+            if msg.offset() >= end - 1:
+                finished.append(where)
+        return wanted, finished
 
     # -- writing ------------------------------------------------------------------------------------
     def producer(self) -> Producer:
