@@ -63,3 +63,27 @@ def test_health_ready_and_default_metrics_of_a_running_consumer(settings, redis_
         for proc in procs:
             proc.close()
     redis_client.delete(f"{{{agg}:a1}}:seq", f"{{{agg}:a1}}:count")
+
+
+def test_healthz_turns_503_while_a_handler_holds_the_loop_past_max_poll_interval(settings, redis_client, unique, tmp_path):
+    """A real process whose handler sleeps 9 s per event with max.poll.interval.ms 6 s: /healthz
+    answers 503 while the loop is stuck there (and 200 before), which a liveness probe restarts."""
+    agg = f"stale{unique}"
+    topic = f"outbox.event.{agg}"
+    create_topic(settings.kafka_bootstrap, topic, 1)
+    env = {"POSTBOX_REDIS_URL": settings.redis_url, "POSTBOX_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
+           "POSTBOX_TEST_SLEEP_MS": "9000"}
+    port = free_port()
+    proc = ConsumerProcess("tests.apps.counting:app", env, tmp_path / "stale.log",
+                           ["--group", f"test-stale-{unique}", "--topics", topic, "--metrics-port", str(port),
+                            "--session-timeout-ms", "6000", "--max-poll-interval-ms", "6000"])  # fmt: skip
+    try:
+        wait_for(lambda: proc.alive() and _answers(port) and _get(port, "/readyz").status_code == 200, 60, "assigned")
+        assert _get(port, "/healthz").status_code == 200
+        produce(settings.kafka_bootstrap, topic, [json_event(agg, "a1", "Counted", 0, event_id=str(uuid.uuid4()))])
+        wait_for(lambda: _get(port, "/healthz").status_code == 503, 30, "/healthz 503 while the handler sleeps")
+        stale = _get(port, "/healthz").json()["checks"]["loop"]
+        assert stale["ok"] is False and "has not turned" in stale["detail"]
+    finally:
+        proc.close()
+    redis_client.delete(f"{{{agg}:a1}}:seq", f"{{{agg}:a1}}:count")
