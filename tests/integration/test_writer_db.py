@@ -176,6 +176,36 @@ def test_init_is_idempotent_and_delete_policy_leaves_no_row(scratch_db: tuple[st
         assert conn.execute("SELECT count(*) FROM postbox.outbox WHERE id = %s", (e.id,)).fetchone()[0] == 0
 
 
+def test_sync_and_async_writers_name_a_missing_outbox_and_a_refused_role_alike(
+    scratch_db: tuple[str, str], unique: str, tmp_path: Path
+) -> None:
+    """#15.2: both writers translate the same database errors (outbox/write_errors.py) into one
+    OutboxError with the fix: a database without `postbox db init`, then a role whose grants do
+    not match the writer's retention policy."""
+    admin, app = scratch_db
+    agg = f"t{unique}"
+    codec = AvroCodec(repo_for(agg, tmp_path))
+
+    async def emit_async(retention: Retention) -> None:
+        async with await psycopg.AsyncConnection.connect(app) as aconn:
+            async with aconn.transaction():
+                await AsyncOutbox(codec=codec, retention=retention).emit(aconn, agg, "o", "OrderPlaced", placed("o"))
+
+    def emit_sync(retention: Retention) -> None:
+        with psycopg.connect(app) as conn, conn.transaction():
+            Outbox(codec=codec, retention=retention).emit(conn, agg, "o", "OrderPlaced", placed("o"))
+
+    for emit in (emit_sync, lambda r: asyncio.run(emit_async(r))):
+        with pytest.raises(OutboxError, match="postbox.outbox does not exist in this database") as missing:
+            emit(Retention.PARTITIONS)
+        assert "postbox db init" in (missing.value.fix or "")
+    init_database(admin, app_password=None, cdc_password=None, retention="partitions")
+    for emit in (emit_sync, lambda r: asyncio.run(emit_async(r))):
+        with pytest.raises(OutboxError, match="may not write postbox.outbox with retention 'delete'") as refused:
+            emit(Retention.DELETE)
+        assert "--retention delete" in (refused.value.fix or "")
+
+
 def test_retention_drops_old_partitions_and_purges_the_default(scratch_db: tuple[str, str], unique: str) -> None:
     admin, _ = scratch_db
     init_database(admin, app_password=None, cdc_password=None)  # roles are cluster-wide: keep passwords

@@ -18,11 +18,11 @@ import psycopg
 from psycopg import sql
 
 from postbox.codec.avro import AvroCodec
-from postbox.errors import OutboxError
 from postbox.outbox.policy import Retention
 from postbox.outbox.rows import EmittedEvent, NewEvent, RowFactory
 from postbox.outbox.statements import Statement, fold_into, statements_for
 from postbox.outbox.transaction_check import require_transaction
+from postbox.outbox.write_errors import SETUP_ERRORS, setup_error
 
 
 class AsyncOutbox:
@@ -125,18 +125,8 @@ class AsyncOutbox:
                     for query, params in statements[1:]:
                         await more.execute(query, params, prepare=True)
             return cur
-        except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName) as exc:
-            raise OutboxError(
-                f"the outbox table postbox.outbox does not exist in this database ({exc.diag.message_primary})",
-                fix="run `postbox db init --admin-url ...` against it",
-            ) from exc
-        except psycopg.errors.InsufficientPrivilege as exc:
-            user = conn.info.user
-            raise OutboxError(
-                f"role {user!r} may not write postbox.outbox with retention {self.retention.value!r}: {exc.diag.message_primary}",
-                fix="connect as postbox_app, and run `postbox db init --retention "
-                f"{self.retention.value}` so the grants match the writer's policy",
-            ) from exc
+        except SETUP_ERRORS as exc:
+            raise setup_error(exc, conn.info.user, self.retention) from exc
 
     # -- unit of work --------------------------------------------------------------------------
 
