@@ -69,13 +69,19 @@ def test_a_span_per_event_is_a_child_of_the_writers_traceparent(settings, redis_
         wait_for(lambda: runtime.ok() and committed(settings.kafka_bootstrap, group, topic, 1)[0] == 3, 60, "3 committed")
     finally:
         runtime.stop()
-    spans = [s for s in exporter.get_finished_spans() if s.attributes.get("messaging.destination.name") == topic]
+    finished = exporter.get_finished_spans()
+    spans = [s for s in finished if s.attributes.get("messaging.destination.name") == topic]
+    applies = {s.context.trace_id: s for s in finished
+               if s.attributes.get("messaging.consumer.group.name") == group and s.name.endswith(" apply")}
     assert len(spans) == 3
     for span, (_, trace_id, span_id) in zip(sorted(spans, key=lambda s: s.attributes["messaging.kafka.offset"]), parents):
         assert span.parent is not None and span.parent.is_remote
         assert span.parent.span_id == int(span_id, 16) and span.context.trace_id == int(trace_id, 16)
         assert span.kind is trace.SpanKind.CONSUMER and span.name == f"{agg}.Counted process"
         assert span.attributes["messaging.consumer.group.name"] == group
+        apply = applies[int(trace_id, 16)]  # the trace reaches the Redis apply: a span under the same parent
+        assert apply.parent.span_id == int(span_id, 16) and apply.attributes["postbox.apply.result"] == "applied"
+        assert apply.attributes["messaging.message.id"] == span.attributes["messaging.message.id"]
     redis_client.delete(f"{{{agg}:a1}}:seq", f"{{{agg}:a1}}:count")
 
 

@@ -553,7 +553,7 @@ class ConsumerRuntime:
         first record applied here (failures before it are already dead-lettered)."""
         if not to_apply:
             return []
-        started = time.perf_counter()
+        started, started_ns = time.perf_counter(), time.time_ns()
         try:
             try:
                 results = self.engine.apply([(i.ref, i.fx) for i in to_apply], **self._per_node(to_apply))
@@ -567,6 +567,9 @@ class ConsumerRuntime:
                 batch.block(item.tp, item.offset, exc.reason, str(exc))
             return []
         self.metrics.apply_seconds.labels(self.config.group).observe(time.perf_counter() - started)
+        if tracing.enabled():
+            tracing.record_applies([(i.event, _apply_result(r)) for i, r in zip(to_apply, results) if i.event is not None],
+                                   self.config.group, started_ns, time.time_ns())  # fmt: skip
         self._account(to_apply, results, batch)
         return results
 
@@ -868,6 +871,10 @@ def _settle(item: _Item, outcome: Outcome) -> None:
 def _is_fence(err: KafkaError, fatal: bool) -> bool:
     """FENCED_INSTANCE_ID, or librdkafka's fatal error it turns into (its text names the fence)."""
     return err.code() == KafkaError.FENCED_INSTANCE_ID or (fatal and "fenced" in err.str().lower())
+
+
+def _apply_result(result: ApplyResult) -> str:
+    return "applied" if result.applied else "duplicate" if result.duplicate else "failed"
 
 
 def _show(partitions: Iterable[TopicPartition]) -> str:

@@ -4,14 +4,15 @@ Optional: with the ``otel`` extra installed (``pip install 'postbox-cdc[otel]'``
 provider configured by the application (the OpenTelemetry SDK, an exporter), each handler call
 runs inside a CONSUMER span named ``<aggregate_type>.<event_type> process`` whose parent is the
 span that emitted the event — so one trace runs from the request that wrote the outbox row to the
-handler that applied it. Without OpenTelemetry nothing changes and nothing is imported; with the
+handler that applied it; the batch's Redis apply is recorded as one ``... apply`` span per event
+beside it (:func:`record_applies`). Without OpenTelemetry nothing changes and nothing is imported; with the
 API but no SDK the spans are OpenTelemetry's no-ops.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -83,3 +84,20 @@ def event_span(event: Event, group: str | None) -> Iterator[None]:
     with tracer.start_as_current_span(f"{event.aggregate_type}.{event.event_type} process", context=parent,
                                       kind=_trace.SpanKind.CONSUMER, attributes=attributes):  # fmt: skip
         yield
+
+
+def record_applies(applied: Sequence[tuple[Event, str]], group: str | None, start_ns: int, end_ns: int) -> None:
+    """One span ``<aggregate_type>.<event_type> apply`` per event of one ``engine.apply`` (the
+    batch's Redis round trips, from ``start_ns`` to ``end_ns``), under the span that emitted the
+    event like its ``process`` span: the trace reaches the Redis apply. ``applied``: (event,
+    ``applied``/``duplicate``/``failed``). A no-op while tracing is off."""
+    if not enabled() or not applied:
+        return
+    tracer = _trace.get_tracer(TRACER_NAME)
+    for event, result in applied:
+        traceparent = event.headers.get("traceparent")
+        parent = _PROPAGATOR.extract({"traceparent": traceparent}) if traceparent else None
+        span = tracer.start_span(f"{event.aggregate_type}.{event.event_type} apply", context=parent, start_time=start_ns,
+                                 attributes={"messaging.message.id": event.id, "messaging.consumer.group.name": group or "",
+                                             "postbox.apply.result": result})  # fmt: skip
+        span.end(end_time=end_ns)
