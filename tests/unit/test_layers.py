@@ -68,10 +68,10 @@ def violations(target: str, allowed: tuple[str, ...]) -> dict[str, list[str]]:
 def test_the_import_reader_sees_lazy_and_relative_imports():
     """The check itself: an import inside a function and a relative one are both found."""
     lazy = "def f():\n    from postbox.stack.layout import default_state_dir\n"
-    relative = "def f():\n    from ..stack import secrets\n    from . import kafka\n"
+    relative = "def f():\n    from ..stack import secrets\n    from . import lag\n"
     assert "postbox.stack.layout" in imported(lazy, "postbox.settings")
     found = imported(relative, "postbox.incident.trace")
-    assert {"postbox.stack", "postbox.stack.secrets", "postbox.incident.kafka"} <= found
+    assert {"postbox.stack", "postbox.stack.secrets", "postbox.incident.lag"} <= found
     assert within("postbox.stack.secrets", ("postbox.stack",)) and not within("postbox.stacked", ("postbox.stack",))
 
 

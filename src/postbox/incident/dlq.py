@@ -27,20 +27,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from postbox.codec import AvroCodec
-from postbox.consumer.dlq_record import (
-    DLQ_HEADER_PREFIX,
-    H_ATTEMPTS,
-    H_CLASS,
-    H_ERROR,
-    H_FAILED_AT,
-    H_GROUP,
-    H_KIND,
-    H_OFFSET,
-    H_ORIGINAL_BYTES,
-    H_PARTITION,
-    H_REFERENCE_ONLY,
-    H_TOPIC,
-)
+from postbox.consumer import dlq_record
 from postbox.errors import IncidentError, UnknownTopicError
 from postbox.kafka_cluster import DLQ_SUFFIX, Kafka
 from postbox.incident.records import (
@@ -73,19 +60,19 @@ class DeadLetter:
 
     @property
     def error(self) -> str | None:
-        return self._h(H_ERROR)
+        return self._h(dlq_record.H_ERROR)
 
     @property
     def error_class(self) -> str | None:
-        return self._h(H_CLASS)
+        return self._h(dlq_record.H_CLASS)
 
     @property
     def group(self) -> str | None:
-        return self._h(H_GROUP)
+        return self._h(dlq_record.H_GROUP)
 
     @property
     def origin_topic(self) -> str:
-        topic = self._h(H_TOPIC)
+        topic = self._h(dlq_record.H_TOPIC)
         if topic:
             return topic
         name = self.record.topic
@@ -93,28 +80,28 @@ class DeadLetter:
 
     @property
     def origin_partition(self) -> int | None:
-        return _int(self._h(H_PARTITION))
+        return _int(self._h(dlq_record.H_PARTITION))
 
     @property
     def origin_offset(self) -> int | None:
-        return _int(self._h(H_OFFSET))
+        return _int(self._h(dlq_record.H_OFFSET))
 
     @property
     def reference_only(self) -> bool:
         """True when the dead letter holds metadata only; the original is at its origin offset."""
-        return (self._h(H_REFERENCE_ONLY) or "").lower() == "true"
+        return (self._h(dlq_record.H_REFERENCE_ONLY) or "").lower() == "true"
 
     @property
     def original_bytes(self) -> int | None:
-        return _int(self._h(H_ORIGINAL_BYTES))
+        return _int(self._h(dlq_record.H_ORIGINAL_BYTES))
 
     @property
     def attempts(self) -> int | None:
-        return _int(self._h(H_ATTEMPTS))
+        return _int(self._h(dlq_record.H_ATTEMPTS))
 
     @property
     def failed_at(self) -> datetime | None:
-        return parse_iso(self._h(H_FAILED_AT))
+        return parse_iso(self._h(dlq_record.H_FAILED_AT))
 
     @property
     def created_at(self) -> datetime | None:
@@ -127,7 +114,7 @@ class DeadLetter:
         )
 
     def replay_headers(self) -> list[tuple[str, bytes | None]]:
-        kept = [(k, v) for k, v in self.record.raw_headers if not k.startswith(DLQ_HEADER_PREFIX)]
+        kept = [(k, v) for k, v in self.record.raw_headers if not k.startswith(dlq_record.DLQ_HEADER_PREFIX)]
         return kept + [(REPLAY_OF_HEADER, self.ref.encode())]
 
     def as_dict(self, full: bool = False) -> dict[str, Any]:
@@ -145,7 +132,7 @@ class DeadLetter:
             "group": self.group,
             "error": self.error,
             "error_class": self.error_class,
-            "error_kind": self._h(H_KIND),
+            "error_kind": self._h(dlq_record.H_KIND),
             "origin": {"topic": self.origin_topic, "partition": self.origin_partition, "offset": self.origin_offset},
             "reference_only": self.reference_only,
             "original_bytes": self.original_bytes,
@@ -262,7 +249,7 @@ class ReplayItem:
     def record_to_send(self) -> tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]:
         """(key, value, headers) to produce: the dead letter's, or the original's it refers to."""
         source = self.original if self.original is not None else self.letter.record
-        kept = [(k, v) for k, v in source.raw_headers if not k.startswith(DLQ_HEADER_PREFIX)]
+        kept = [(k, v) for k, v in source.raw_headers if not k.startswith(dlq_record.DLQ_HEADER_PREFIX)]
         return source.raw_key, source.raw_value, kept + [(REPLAY_OF_HEADER, self.letter.ref.encode())]
 
     def as_dict(self) -> dict[str, Any]:
