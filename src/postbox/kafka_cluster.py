@@ -128,6 +128,12 @@ class GroupMember:
     client_id: str
     host: str
     assignments: list[tuple[str, int]] = field(default_factory=list)
+    #: The static member's ``group.instance.id`` (None for a dynamic member).
+    instance_id: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"member_id": self.member_id, "client_id": self.client_id, "host": self.host, "instance_id": self.instance_id,
+                "partitions": [{"topic": t, "partition": p} for t, p in sorted(self.assignments)]}
 
 
 @dataclass
@@ -294,6 +300,9 @@ class Kafka:
     def offsets_for_time(self, topic: str, partitions: Iterable[int], timestamp_ms: int) -> dict[int, int]:
         """The first offset at or after ``timestamp_ms`` per partition (the high watermark when none)."""
         parts = list(partitions)
+        # Negative timestamps are ListOffsets' special values (-1 latest, -2 earliest, others refused
+        # as "invalid offset"); a time before 1970 means the first record, as 0 does.
+        timestamp_ms = max(0, timestamp_ms)
         found = self.list_offsets([TopicPartition(topic, p) for p in parts], lambda: OffsetSpec.for_timestamp(timestamp_ms))
         marks = None
         out: dict[int, int] = {}
@@ -385,7 +394,7 @@ class Kafka:
             assigned = []
             if m.assignment is not None:
                 assigned = [(tp.topic, tp.partition) for tp in m.assignment.topic_partitions]
-            members.append(GroupMember(m.member_id, m.client_id, m.host, assigned))
+            members.append(GroupMember(m.member_id, m.client_id, m.host, assigned, getattr(m, "group_instance_id", None)))
         state = getattr(desc.state, "name", str(desc.state))
         return GroupInfo(group, state, members)
 

@@ -43,7 +43,7 @@ def test_replay_group_rewinds_audits_and_refuses_forward_moves(settings, unique)
     produce(settings.kafka_bootstrap, topic, [json_event(f"rp{unique}", "a1", "Counted", i, partition=0) for i in range(5)])
     commit_offset(settings.kafka_bootstrap, group, topic, 5)
 
-    done = invoke_json("replay", "--group", group, "--to", "earliest", "--yes")
+    done = invoke_json("replay", "--group", group, "--to", "earliest", "--execute", "--yes")
     assert done["applied"] is True and done["refused"] is False and done["reconsumed"] == 5
     assert done["partitions"] == [{**done["partitions"][0], "topic": topic, "partition": 0, "current": 5, "new": 0}]
     assert committed(settings.kafka_bootstrap, group, topic, 1) == {0: 0}
@@ -54,7 +54,7 @@ def test_replay_group_rewinds_audits_and_refuses_forward_moves(settings, unique)
     assert record["details"]["to"] == "earliest"
 
     commit_offset(settings.kafka_bootstrap, group, topic, 2)
-    forward = run_cli("replay", "--group", group, "--to", "latest", "--yes")
+    forward = run_cli("replay", "--group", group, "--to", "latest", "--execute", "--yes")
     assert forward.returncode == 1, forward.stdout + forward.stderr
     assert "refused" in forward.stderr and "skips 3 record(s)" in forward.stderr and "--force" in forward.stderr
     assert "Traceback" not in forward.stderr
@@ -73,7 +73,7 @@ def test_replay_group_refuses_records_older_than_the_dedupe_window(settings, uni
     produce_at(settings.kafka_bootstrap, topic, 3, three_days_ago)
     commit_offset(settings.kafka_bootstrap, group, topic, 3)
 
-    refused = run_cli("replay", "--group", group, "--to", "earliest", "--marker-ttl", "2d", "--yes")
+    refused = run_cli("replay", "--group", group, "--to", "earliest", "--marker-ttl", "2d", "--execute", "--yes")
     assert refused.returncode == 1, refused.stdout + refused.stderr
     assert "refused" in refused.stderr and "dedupe markers live" in refused.stderr, refused.stderr
     assert committed(settings.kafka_bootstrap, group, topic, 1) == {0: 3}
@@ -82,7 +82,7 @@ def test_replay_group_refuses_records_older_than_the_dedupe_window(settings, uni
     inside = invoke_json("replay", "--group", group, "--to", "earliest", "--marker-ttl", "8d", "--dry-run")
     assert inside["refused"] is False and inside["applied"] is False, "three days old is inside an 8-day window"
 
-    forced = invoke_json("replay", "--group", group, "--to", "earliest", "--marker-ttl", "2d", "--force", "--yes")
+    forced = invoke_json("replay", "--group", group, "--to", "earliest", "--marker-ttl", "2d", "--force", "--execute", "--yes")
     assert forced["applied"] is True and forced["problems"]
     assert committed(settings.kafka_bootstrap, group, topic, 1) == {0: 0}
     (record,) = audit_records(settings.kafka_bootstrap, group)
@@ -169,7 +169,7 @@ def test_dlq_list_filters(dead_letters):
     newest = listed("--limit", "3")
     assert newest["total"] == 9 and newest["dead_letters"] == everything["dead_letters"][-3:]
 
-    code, table = invoke("dlq", "list", "--topic", d["topic"], "--group", g1)
+    code, table = invoke("dlq", "list", "--topic", d["topic"], "--group", g1, "--output", "table")
     assert code == 0
     assert "dead letters (4 in" in table and f"{d['dlq']}:0:" in table and "UnknownEventType" in table
 

@@ -108,6 +108,7 @@ def test_trace_lag_dlq_replay_journey(settings: Settings, pg_conn, redis_client,
     dry = cli_json("dlq", "replay", "--topic", topic, "--event-id", e2)
     assert dry["dry_run"] is True and dry["summary"]["ready"] == 1 and dry["audit"] is None
     assert dry["items"][0]["to"]["topic"] == topic
+    assert dry["items"][0]["applied_by"] == [], "#15.1: no group has applied e2 yet (its effect failed)"
     ends_before = {p["partition"]: p["latest"] for t in cli_json("topics")["topics"] if t["topic"] == topic for p in t["partitions"]}
     for _ in range(2):
         sent = cli_json("dlq", "replay", "--topic", topic, "--event-id", e2, "--execute", "--yes")
@@ -125,8 +126,12 @@ def test_trace_lag_dlq_replay_journey(settings: Settings, pg_conn, redis_client,
         t2b = cli_json("trace", e2)
         assert t2b["status"] == "applied" and "replayed" in t2b["verdict"]
         assert len(t2b["dead_letters"]) == 1  # the replays dead-lettered nothing new
+        # #15.1 "say what happened": a replay now would be skipped by the group that applied it
+        again = cli_json("dlq", "replay", "--topic", topic, "--event-id", e2)
+        assert [a["group"] for a in again["items"][0]["applied_by"]] == [group] and again["already_applied"] == 1
+        assert "already applied by a group" in run_cli("dlq", "replay", "--topic", topic, "--event-id", e2).stderr
 
-        refused = run_cli("replay", "--group", group, "--to", "earliest", "--yes")
+        refused = run_cli("replay", "--group", group, "--to", "earliest", "--execute", "--yes")
         assert refused.returncode == 1 and "member" in refused.stderr and "Traceback" not in refused.stderr
     finally:
         consumer.stop()

@@ -22,6 +22,21 @@ app = typer.Typer(
 )
 
 
+def _version(value: bool) -> None:
+    if value:
+        from postbox import __version__
+
+        typer.echo(f"postbox {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print postbox's version and exit."),
+) -> None:
+    """Transactional outbox → Debezium → Kafka → exactly-once effects in Redis."""
+
+
 def _register() -> None:
     """Attach every command module. Each module exposes `register(app)`; the list is static, so a
     missing module is an import error at once, not a command that silently disappears."""
@@ -60,6 +75,8 @@ def _register() -> None:
         audit_cmds,
         demo_cmds,
     )
+    if app.registered_commands:  # already attached (main() run twice in one process, as the tests do)
+        return
     for module in modules:
         module.register(app)
 

@@ -27,7 +27,7 @@ def _name(flag: Optional[str]) -> str:
     return flag or default_connector_name()
 
 
-@connector_app.command("status")
+@connector_app.command("status", help="The connector's and its tasks' state, worker, first error line, slot and topics.")
 def connector_status(
     name: Optional[str] = NameOpt,
     json_output: bool = JsonOpt,
@@ -57,7 +57,7 @@ def connector_status(
     return 0 if report.running else 1
 
 
-@connector_app.command("restart")
+@connector_app.command("restart", help="Restart the connector and its tasks, wait for RUNNING, audit it.")
 @kafka_client_options
 def connector_restart(
     name: Optional[str] = NameOpt,
@@ -96,7 +96,7 @@ def connector_restart(
     return 0 if ok else 1
 
 
-@connector_app.command("apply")
+@connector_app.command("apply", help="Create or update the connector from a JSON file (the packaged template by default); says which settings change.")
 @kafka_client_options
 def connector_apply(
     file: Optional[Path] = typer.Option(None, "--file", help="Connector JSON (default: the packaged template, postbox/connectors/outbox.json)."),

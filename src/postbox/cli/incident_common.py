@@ -16,7 +16,7 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Optional
 
 import typer
@@ -88,6 +88,21 @@ def duration(text: Optional[str], option: str) -> Optional[timedelta]:
         return parse_duration(text, option)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint=option) from None
+
+
+def time_point(text: Optional[str], option: str) -> Optional[datetime]:
+    """``text`` as an instant: an ISO-8601 time, or a duration ago (``2h``); a usage error naming ``option``."""
+    if not text:
+        return None
+    from postbox.incident.records import parse_iso
+
+    when = parse_iso(text)
+    if when is not None:
+        return when
+    from postbox.incident.records import ago
+
+    back = duration(text, option)
+    return ago(back) if back is not None else None
 
 
 def event_id(text: str, option: str = "EVENT_ID") -> str:

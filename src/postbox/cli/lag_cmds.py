@@ -7,11 +7,21 @@ from typing import Any, Optional
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from postbox.cli.client_options import kafka_client_options
-from postbox.cli.incident_common import ConnectOpt, DbOpt, JsonOpt, KafkaOpt, kafka_for, number, settings_for
-from postbox.cli.output import console, err_console, print_json
+from postbox.cli.incident_common import ConnectOpt, DbOpt, KafkaOpt, kafka_for, settings_for
+from postbox.cli.output import (
+    JsonAliasOpt,
+    Listing,
+    OutputFormat,
+    OutputOpt,
+    err_console,
+    note,
+    output_format,
+    print_json,
+    print_listing,
+)
+from postbox.incident.records import printable
 
 
 def register(app: typer.Typer) -> None:
@@ -24,7 +34,8 @@ def lag(
     topic: Optional[str] = typer.Option(None, "--topic", help="Only this topic."),
     all_topics: bool = typer.Option(False, "--all-topics", help="Include groups' non-outbox topics."),
     max_lag: Optional[int] = typer.Option(None, "--max-lag", min=0, help="Exit 1 when any group's lag exceeds this, or the connector or replication slot is not streaming (for cron alerts; says which check tripped)."),
-    json_output: bool = JsonOpt,
+    output: Optional[OutputFormat] = OutputOpt,
+    json_output: bool = JsonAliasOpt,
     kafka_bootstrap: Optional[str] = KafkaOpt,
     connect_url: Optional[str] = ConnectOpt,
     database_url: Optional[str] = DbOpt,
@@ -32,6 +43,7 @@ def lag(
     from postbox.connector import default_connector_name
     from postbox.incident.lag import group_lag, max_lag_alerts, now_ms, pipeline_state
 
+    fmt = output_format(output, json_output)
     settings = settings_for(kafka_bootstrap=kafka_bootstrap, connect_url=connect_url, database_url=database_url)
     with kafka_for(settings) as kafka:
         kafka.ping()
@@ -42,39 +54,54 @@ def lag(
     now = now_ms()
     alerts = max_lag_alerts(groups, pipe, max_lag) if max_lag is not None else []
     over = max_lag is not None and any(g.total > max_lag for g in groups)
-    if json_output:
+    if fmt is OutputFormat.json:
         print_json({"groups": [g.as_dict(now) for g in groups], **pipe, "max_lag_exceeded": over, "alerts": alerts})
-        return 1 if alerts else 0
-    _print_groups(groups, now)
-    _print_pipeline(pipe)
+    else:
+        print_listing(_partitions(groups, now), fmt)
+        if not groups:
+            note("no consumer group has committed offsets on outbox topics", fmt)
+        members = _members(groups)
+        if members.rows and fmt is OutputFormat.table:
+            print_listing(members, fmt)
+        _print_pipeline(pipe, fmt)
     for alert in alerts:
-        err_console.print(f"[bold red]alert:[/] {escape(alert)}", highlight=False, soft_wrap=True)
+        err_console.print(f"[bold red]alert:[/] {escape(printable(alert))}", highlight=False)
     return 1 if alerts else 0
 
 
-def _print_groups(groups: list[Any], now: int) -> None:
+def _partitions(groups: list[Any], now: int) -> Listing:
     from postbox.incident.redis_state import human_duration
 
-    table = Table(title="consumer lag")
-    for col, just in (("group", "left"), ("state", "left"), ("topic", "left"), ("p", "right"), ("committed", "right"),
-                      ("end", "right"), ("lag", "right"), ("oldest unconsumed", "right")):
-        table.add_column(col, justify=just)  # type: ignore[arg-type]
+    listing = Listing("consumer lag", ("group", "state", "members", "topic", "p", "committed", "end", "lag", "oldest unconsumed", "consumer"),
+                      right=("members", "p", "committed", "end", "lag", "oldest unconsumed"))
     for g in groups:
-        state = f"{g.state} ({g.members} member{'s' if g.members != 1 else ''})"
-        for i, p in enumerate(g.partitions):
+        owner = {tp: _who(m) for m in g.consumers for tp in m.assignments}
+        for p in g.partitions:
             age = human_duration((now - p.oldest_unconsumed_ms) / 1000) if p.oldest_unconsumed_ms else ""
-            table.add_row(g.group if i == 0 else "", state if i == 0 else "", p.topic, str(p.partition), number(p.committed),
-                          number(p.end), f"[{'red' if p.lag else 'green'}]{p.lag:,}[/]", age)
-        table.add_section()
-    console.print(table)
-    if not groups:
-        console.print("no consumer group has committed offsets on outbox topics")
+            listing.add(g.group, g.state, g.members, p.topic, p.partition, p.committed, p.end, p.lag, age, owner.get((p.topic, p.partition), ""),
+                        style="red" if p.lag else None)
+    return listing
 
 
-def _print_pipeline(pipe: dict[str, Any]) -> None:
+def _who(member: Any) -> str:
+    """A member as client-id@host, with its static instance id when it has one."""
+    return f"{member.client_id}@{member.host}" + (f" ({member.instance_id})" if member.instance_id else "")
+
+
+def _members(groups: list[Any]) -> Listing:
+    """Who is consuming: one row per member (client id, host, static instance id, its partitions)."""
+    listing = Listing("group members", ("group", "client id", "host", "instance id", "partitions"))
+    for g in groups:
+        for m in g.consumers:
+            parts = ", ".join(f"{t}[{p}]" for t, p in sorted(m.assignments))
+            listing.add(g.group, m.client_id, m.host, m.instance_id or "", parts)
+    return listing
+
+
+def _print_pipeline(pipe: dict[str, Any], fmt: OutputFormat) -> None:
     from postbox.slot import describe as describe_slot
 
     slot, conn = pipe["slot"], pipe["connector"]
-    console.print(f"replication slot {slot.get('name')}: {describe_slot(slot)}", highlight=False)
+    note(f"replication slot {slot.get('name')}: {describe_slot(slot)}", fmt)
     tasks = ", ".join(f"task {t['id']} {t['state']}" + (f" ({t['error']})" if t.get("error") else "") for t in conn.get("tasks", []))
-    console.print(f"connector {conn['name']}: {conn['state']}" + (f"; {tasks}" if tasks else "") + (f" ({conn['error']})" if conn.get("error") else ""), highlight=False)
+    note(f"connector {conn['name']}: {conn['state']}" + (f"; {tasks}" if tasks else "") + (f" ({conn['error']})" if conn.get("error") else ""), fmt)

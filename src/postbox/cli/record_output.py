@@ -1,4 +1,10 @@
-"""One decoded Kafka record printed for people (`tail`, `dlq show`): head line, event, headers, payload."""
+"""One decoded Kafka record printed for people (`tail`, `dlq show`): head line, event, headers, payload.
+
+Everything that comes from the record (key, header names and values, the event's headers, the
+payload) goes through :func:`postbox.incident.records.printable` and is escaped for rich markup:
+escape sequences of a hostile or broken record show as ``\\x1b[2J`` instead of acting on the
+terminal, and text like ``[bold]`` or the ``[avro]``/``[json]`` tag prints as written.
+"""
 
 from __future__ import annotations
 
@@ -8,27 +14,33 @@ from typing import Any
 from rich.markup import escape
 
 from postbox.cli.output import console
+from postbox.incident.records import jsonable, printable
 
 #: Headers already shown on the event line.
 _EVENT_HEADERS = ("id", "event_type", "aggregate_type", "created_at")
 
 
+def safe(value: Any) -> str:
+    """Record data as rich-markup-safe, terminal-safe text."""
+    return escape(printable(value if isinstance(value, str) else str(value)))
+
+
 def print_record(view: Any) -> None:
     """Print a :class:`postbox.incident.records.RecordView` as a few indented lines."""
-    head = (f"[bold]{escape(view.topic)}[/] [cyan]p{view.partition}@{view.offset}[/]  {view.timestamp or '-'}"
-            f"  key=[bold]{escape(str(view.key))}[/]" + (" (hex)" if view.key_encoding == "hex" else ""))
+    hex_key = " (hex)" if view.key_encoding == "hex" else ""
+    console.print(f"[bold]{safe(view.topic)}[/] [cyan]p{view.partition}@{view.offset}[/]  {view.timestamp or '-'}"
+                  f"  key=[bold]{safe(view.key)}[/]{hex_key}", highlight=False)
     meta = view.meta
-    console.print(head, highlight=False)
-    console.print(f"  event [green]{escape(str(meta.event_type))}[/] id={meta.event_id} created_at={meta.created_at}"
-                  + (f" aggregate={meta.aggregate_type}" if meta.aggregate_type else ""), highlight=False)
+    aggregate = f" aggregate={safe(meta.aggregate_type)}" if meta.aggregate_type else ""
+    console.print(f"  event [green]{safe(meta.event_type)}[/] id={safe(meta.event_id)} created_at={safe(meta.created_at)}{aggregate}",
+                  highlight=False)
     for h in view.headers:
         if h["key"] not in _EVENT_HEADERS and h["value"] is not None:
-            console.print(f"  {escape(h['key'])}: {escape(str(h['value']))}" + (" (hex)" if h["encoding"] == "hex" else ""), highlight=False)
+            console.print(f"  {safe(h['key'])}: {safe(h['value'])}" + (" (hex)" if h["encoding"] == "hex" else ""), highlight=False)
     if view.payload is not None:
-        from postbox.incident.records import jsonable
-
-        console.print(f"  [{view.encoding}] " + escape(json.dumps(jsonable(view.payload), ensure_ascii=False, sort_keys=True)), highlight=False)
+        text = json.dumps(jsonable(view.payload), ensure_ascii=False, sort_keys=True)
+        console.print(f"  {escape('[' + view.encoding + ']')} {safe(text)}", highlight=False)
     elif view.value_hex is not None:
-        console.print(f"  [red]undecodable[/] ({escape(view.decode_error or '')}): {view.value_size} bytes hex {view.value_hex[:160]}", highlight=False)
+        console.print(f"  [red]undecodable[/] ({safe(view.decode_error or '')}): {view.value_size} bytes hex {view.value_hex[:160]}", highlight=False)
     else:
         console.print("  (no value: tombstone)")

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Optional
+from typing import Any, Optional
 
 import typer
-from rich.table import Table
-
 from postbox.cli.client_options import kafka_client_options
-from postbox.cli.incident_common import JsonOpt, KafkaOpt, kafka_for, number, settings_for
-from postbox.cli.output import console, print_json
+from postbox.cli.incident_common import KafkaOpt, kafka_for, settings_for
+from postbox.cli.output import JsonAliasOpt, Listing, OutputFormat, OutputOpt, note, output_format, print_json, print_listing
 from postbox.topics import DLQ_SUFFIX, TOPIC_PREFIX
 
 
@@ -31,29 +29,37 @@ def _retention(ms: Optional[int]) -> str:
 @kafka_client_options
 def topics(
     all_topics: bool = typer.Option(False, "--all", help="Every topic, not only outbox.event.* and *.dlq."),
-    json_output: bool = JsonOpt,
+    output: Optional[OutputFormat] = OutputOpt,
+    json_output: bool = JsonAliasOpt,
     kafka_bootstrap: Optional[str] = KafkaOpt,
 ) -> int:
+    fmt = output_format(output, json_output)
     settings = settings_for(kafka_bootstrap=kafka_bootstrap)
     with kafka_for(settings) as kafka:
         names = [t for t in kafka.topic_names() if all_topics or t.startswith(TOPIC_PREFIX) or t.endswith(DLQ_SUFFIX)]
         infos = kafka.describe_topics(names)
-    if json_output:
+    if fmt is OutputFormat.json:
         print_json({"bootstrap": settings.kafka_bootstrap, "topics": [i.as_dict() for i in infos]})
         return 0
-    table = Table(title=f"topics on {settings.kafka_bootstrap}")
-    table.add_column("topic", overflow="fold", ratio=3)
-    for col, width in (("p", 2), ("earliest", 8), ("latest", 8), ("messages", 8), ("retention", 9)):
-        table.add_column(col, justify="right", no_wrap=True, min_width=width)
+    print_listing(_listing(settings.kafka_bootstrap, infos, fmt), fmt)
+    if not infos:
+        note("no outbox topics yet (the router creates outbox.event.<aggregate_type> on the first event)", fmt)
+    return 0
+
+
+def _listing(bootstrap: str, infos: list[Any], fmt: OutputFormat) -> Listing:
+    """One row per topic; in the table form its partitions below it, in TSV one row per partition."""
+    listing = Listing(f"topics on {bootstrap}", ("topic", "p", "earliest", "latest", "messages", "retention"),
+                      right=("p", "earliest", "latest", "messages"))
     for info in infos:
-        style = "red" if info.kind == "dlq" and info.messages else None
-        retention = f"{_retention(info.retention_ms)}" + ("" if (info.cleanup_policy or "delete") == "delete" else f" {info.cleanup_policy}")
-        table.add_row(info.name, f"{len(info.partitions)}", "", "", number(info.messages), retention, style=style)
+        retention = _retention(info.retention_ms) + ("" if (info.cleanup_policy or "delete") == "delete" else f" {info.cleanup_policy}")
+        if fmt is OutputFormat.tsv:
+            for part in info.partitions:
+                listing.add(info.name, part.partition, part.low, part.high, part.messages, retention)
+            continue
+        listing.add(info.name, len(info.partitions), None, None, info.messages, retention,
+                    style="red" if info.kind == "dlq" and info.messages else None)
         if len(info.partitions) > 1 or info.messages:
             for part in info.partitions:
-                table.add_row("", f"[dim]{part.partition}[/]", number(part.low), number(part.high), number(part.messages), "", style="dim")
-        table.add_section()
-    console.print(table)
-    if not infos:
-        console.print("no outbox topics yet (the router creates outbox.event.<aggregate_type> on the first event)")
-    return 0
+                listing.add("", part.partition, part.low, part.high, part.messages, "", style="dim")
+    return listing

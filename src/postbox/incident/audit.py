@@ -32,6 +32,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import NewTopic
 
 from postbox.errors import AuditError
+from postbox.incident.records import ago
 from postbox.kafka_cluster import Kafka
 
 AUDIT_TOPIC_ENV = "POSTBOX_AUDIT_TOPIC"
@@ -126,7 +127,7 @@ def read(kafka: Kafka, *, since: timedelta | None = None, limit: int = 100, comm
     for p, (low, high) in marks.items():
         start = low
         if since is not None:
-            ts = int((datetime.now(timezone.utc) - since).timestamp() * 1000)
+            ts = int(ago(since).timestamp() * 1000)
             start = max(low, kafka.offsets_for_time(topic, [p], ts)[p])
         if command is None:
             start = max(start, high - limit)

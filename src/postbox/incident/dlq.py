@@ -28,8 +28,9 @@ from typing import Any
 
 from postbox.codec import AvroCodec
 from postbox.consumer import dlq_record
-from postbox.errors import IncidentError, UnknownTopicError
+from postbox.errors import IncidentError, PostboxError, UnknownTopicError
 from postbox.kafka_cluster import DLQ_SUFFIX, Kafka
+from postbox.topics import TOPIC_PREFIX
 from postbox.incident.records import (
     REPLAY_OF_HEADER,
     RecordView,
@@ -37,7 +38,7 @@ from postbox.incident.records import (
     render,
     uuid7_time,
 )
-from postbox.incident.redis_state import human_duration, iso
+from postbox.incident.redis_state import RedisState, human_duration, iso
 
 DEFAULT_MAX_SCAN = 200_000
 DEFAULT_SAFETY_MARGIN = timedelta(hours=1)
@@ -191,20 +192,23 @@ def read_dead_letters(
     selection: Selection,
     *,
     since: datetime | None = None,
+    until: datetime | None = None,
     max_scan: int = DEFAULT_MAX_SCAN,
     progress: Callable[[int, int], None] | None = None,
     codec: AvroCodec | None = None,
 ) -> tuple[list[DeadLetter], int, bool]:
-    """(matching dead letters, records scanned, complete) over ``topics``."""
+    """(matching dead letters, records scanned, complete) over ``topics``, dead-lettered in
+    [``since``, ``until``) when given."""
     codec = codec or AvroCodec()
     starts, ends = {}, {}
     for topic in topics:
         marks = kafka.watermarks(topic)
         from_time = kafka.offsets_for_time(topic, marks, int(since.timestamp() * 1000)) if since else {}
+        to_time = kafka.offsets_for_time(topic, marks, int(until.timestamp() * 1000)) if until else {}
         for p, (low, high) in marks.items():
             starts[(topic, p)] = max(low, from_time.get(p, low))
-            ends[(topic, p)] = high
-    total = sum(ends[tp] - starts[tp] for tp in starts)
+            ends[(topic, p)] = min(high, to_time.get(p, high))
+    total = sum(max(0, ends[tp] - starts[tp]) for tp in starts)
     letters, scanned = [], 0
     for msg in kafka.scan(starts, ends, max_records=max_scan, progress=progress):
         scanned += 1
@@ -384,6 +388,7 @@ class ReplayReport:
     margin: timedelta
     executed: bool = False
     audit: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
 
     def having(self, status: str) -> list[ReplayItem]:
         return [i for i in self.items if i.status == status]
@@ -406,19 +411,51 @@ class ReplayReport:
             "dry_run": not self.executed, "topics": self.topics, "scanned": self.scanned, "complete": self.complete,
             "marker_ttl_seconds": self.marker_ttl.total_seconds(), "safety_margin_seconds": self.margin.total_seconds(),
             "items": [i.as_dict() for i in self.items], "summary": self.summary(), "audit": self.audit,
+            "already_applied": sum(1 for i in self.items if i.applied_by), "notes": self.notes,
         }
 
 
 def prepare_replay(
     kafka: Kafka, topics: list[str], selection: Selection, *, marker_ttl: timedelta, margin: timedelta, force: bool,
-    progress: Callable[[int, int], None] | None = None,
+    redis_state: RedisState | None = None, progress: Callable[[int, int], None] | None = None,
+    since: datetime | None = None, until: datetime | None = None,
 ) -> ReplayReport:
-    """Read the selected dead letters and plan each one's replay (nothing is sent)."""
-    letters, scanned, complete = read_dead_letters(kafka, topics, selection, progress=progress)
+    """Read the selected dead letters, plan each one's replay and find the groups that already
+    applied its event (their dedupe marker exists: they will skip the replayed copy). Nothing is sent."""
+    letters, scanned, complete = read_dead_letters(kafka, topics, selection, progress=progress, since=since, until=until)
     if not letters:
         raise IncidentError("no dead letter matches the selection", fix="`postbox dlq list` shows the dead letters")
     items = plan_replay(kafka, letters, marker_ttl=marker_ttl, margin=margin, force=force)
-    return ReplayReport(topics, scanned, complete, items, marker_ttl, margin)
+    report = ReplayReport(topics, scanned, complete, items, marker_ttl, margin)
+    if redis_state is None:
+        report.notes.append("Redis not consulted: which groups already applied each event is unknown")
+        return report
+    try:
+        find_applied(kafka, redis_state, items, marker_ttl)
+    except PostboxError as exc:
+        report.notes.append(f"cannot tell which groups already applied the events: {exc.message}")
+    return report
+
+
+def find_applied(kafka: Kafka, redis_state: RedisState, items: list[ReplayItem], marker_ttl: timedelta) -> None:
+    """Fill each item's ``applied_by``: the groups reading its origin topic (or named in its dead
+    letter) whose dedupe marker for the event still exists."""
+    groups_of: dict[str, list[str]] = {}
+    for item in items:
+        event_id = item.letter.event_id
+        if not event_id or item.status == "no-origin":
+            continue
+        if item.topic not in groups_of:
+            groups_of[item.topic] = sorted(kafka.groups_on_topic(item.topic))
+        record = item.original or item.letter.record
+        aggregate = record.meta.aggregate_type or item.topic.removeprefix(TOPIC_PREFIX)
+        anchors = [f"{aggregate}:{record.key}"] if record.key is not None else []
+        names = sorted(set(groups_of[item.topic]) | ({item.letter.group} if item.letter.group else set()))
+        for group in names:
+            marker = redis_state.find_marker(group, event_id, anchors)
+            if marker is not None:
+                item.applied_by.append({"group": group, "marker": marker.key,
+                                        "applied_at_estimate": iso(marker.applied_at(marker_ttl)), "expires_at": iso(marker.expires_at())})
 
 
 def execute_replay(kafka: Kafka, report: ReplayReport) -> int:

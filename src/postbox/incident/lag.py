@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from postbox.kafka_cluster import Kafka
+from postbox.kafka_cluster import GroupMember, Kafka
 from postbox.topics import TOPIC_PREFIX
 from postbox.incident.records import iso_ms
 
@@ -45,6 +45,8 @@ class GroupLag:
     state: str
     members: int
     partitions: list[PartitionLag] = field(default_factory=list)
+    #: Who is consuming: each member's client id, host, assigned partitions and static instance id.
+    consumers: list[GroupMember] = field(default_factory=list)
 
     @property
     def total(self) -> int:
@@ -58,6 +60,7 @@ class GroupLag:
             "oldest_unconsumed_at": iso_ms(oldest),
             "oldest_unconsumed_age_seconds": round((now_ms - oldest) / 1000, 3) if oldest else None,
             "partitions": [p.as_dict(now_ms) for p in self.partitions],
+            "consumers": [m.as_dict() for m in self.consumers],
         }
 
 
@@ -86,7 +89,7 @@ def group_lag(kafka: Kafka, groups: list[str] | None, *, all_topics: bool = Fals
             continue
         if info is None:
             info = kafka.describe_group(name)
-        result.append(GroupLag(name, info.state, len(info.members), _partitions(kafka, wanted)))
+        result.append(GroupLag(name, info.state, len(info.members), _partitions(kafka, wanted), list(info.members)))
     _ages(kafka, [p for g in result for p in g.partitions])
     return result
 

@@ -12,29 +12,74 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 
 from postbox.errors import GroupActiveError, IncidentError, UnknownGroupError
 from postbox.kafka_cluster import Kafka
-from postbox.incident.records import iso_ms, parse_iso
 from postbox.durations import parse_duration
+from postbox.incident.records import ago, iso_ms, parse_iso
 from postbox.incident.redis_state import human_duration
 
 
 @dataclass(frozen=True)
 class Target:
-    kind: str  # earliest | latest | offset | timestamp
+    """Where a reset moves each partition (``kafka-consumer-groups --to-*`` / ``--shift-by`` / ``--from-file``)."""
+
+    kind: str  # earliest | latest | offset | timestamp | shift | current | file
     offset: int | None = None
     timestamp_ms: int | None = None
+    #: ``file``: the new offset of each (topic, partition) listed in the plan file.
+    offsets: tuple[tuple[str, int, int], ...] = ()
+    source: str = ""
 
     def describe(self) -> str:
         if self.kind == "offset":
             return f"offset {self.offset}"
         if self.kind == "timestamp":
             return f"time {iso_ms(self.timestamp_ms)}"
+        if self.kind == "shift":
+            return f"shift by {self.offset:+d}"
+        if self.kind == "file":
+            return f"the plan in {self.source}"
         return self.kind
+
+    def topics(self) -> list[str]:
+        """The topics a plan file names (none for the other kinds)."""
+        return sorted({t for t, _, _ in self.offsets})
+
+
+def shift_target(by: int) -> Target:
+    """Move every partition ``by`` records from its committed offset (negative: re-consume)."""
+    return Target("shift", offset=by)
+
+
+def read_plan_file(path: Path) -> Target:
+    """A plan exported with ``--export`` (CSV ``topic,partition,offset`` per line, as
+    kafka-consumer-groups writes it), as a target; errors name the line."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as exc:
+        raise IncidentError(f"cannot read the plan file {path}: {exc.strerror}", fix="pass a file written by `postbox replay --export`") from None
+    rows = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) != 3 or not fields[0] or not fields[1].isdigit() or not fields[2].lstrip("-").isdigit() or int(fields[2]) < 0:
+            raise IncidentError(f"{path}:{number}: expected TOPIC,PARTITION,OFFSET with a non-negative offset, got {line!r}",
+                                fix="a plan file is what `postbox replay --export FILE` writes")
+        rows.append((fields[0], int(fields[1]), int(fields[2])))
+    if not rows:
+        raise IncidentError(f"{path}: the plan file lists no partition", fix="export a plan with `postbox replay --group G --to ... --export FILE`")
+    return Target("file", offsets=tuple(rows), source=str(path))
+
+
+def write_plan_file(plan: "ResetPlan", path: Path) -> None:
+    """The plan's new offsets as CSV ``topic,partition,offset`` (kafka-consumer-groups' format)."""
+    path.write_text("".join(f"{m.topic},{m.partition},{m.new}\n" for m in plan.moves))
 
 
 def parse_target(text: str, now: datetime | None = None) -> Target:
@@ -49,12 +94,12 @@ def parse_target(text: str, now: datetime | None = None) -> Target:
     when = parse_iso(text)
     if when is None:
         try:
-            when = (now or datetime.now(timezone.utc)) - parse_duration(value)
+            when = ago(parse_duration(value), now)
         except ValueError:
             raise ValueError(
                 f"--to {text!r}: expected earliest, latest, an offset, an ISO-8601 time or a duration ago (e.g. 2h)"
             ) from None
-    return Target("timestamp", timestamp_ms=int(when.timestamp() * 1000))
+    return Target("timestamp", timestamp_ms=max(0, int(when.timestamp() * 1000)))
 
 
 @dataclass
@@ -112,28 +157,12 @@ def plan_reset(
             fix=f"stop every consumer of {group}, wait until `postbox lag {group}` shows 0 members, then retry",
         )
     committed = kafka.committed(group)
-    names = topics or sorted({t for t, _ in committed})
+    names = topics or target.topics() or sorted({t for t, _ in committed})
     if not names:
         raise UnknownGroupError(
             f"group {group} has no committed offsets", fix="name the topics to set with --topic",
         )
-    moves: list[Move] = []
-    for topic in names:
-        parts = kafka.partitions(topic)
-        if partition is not None:
-            if partition not in parts:
-                raise IncidentError(f"topic {topic} has no partition {partition} (it has {len(parts)})")
-            parts = [partition]
-        marks = kafka.watermarks(topic, parts)
-        by_time = kafka.offsets_for_time(topic, parts, target.timestamp_ms) if target.kind == "timestamp" else {}
-        for p in parts:
-            low, high = marks[p]
-            new = {
-                "earliest": low, "latest": high,
-                "offset": min(max(target.offset or 0, low), high),
-                "timestamp": by_time.get(p, high),
-            }[target.kind]
-            moves.append(Move(topic, p, committed.get((topic, p)), new, low, high))
+    moves = [m for topic in names for m in _moves(kafka, topic, target, partition, committed)]
     # the oldest record each partition would re-read: is it inside the dedupe window?
     firsts = kafka.read_first({(m.topic, m.partition): m.new for m in moves if m.delta > 0})
     problems = []
@@ -152,6 +181,36 @@ def plan_reset(
     if skipped:
         problems.append(f"moving forward skips {skipped:,} record(s) the group has not consumed: they will never be applied")
     return ResetPlan(group, target, moves, problems, info.state, refused=bool(problems) and not force)
+
+
+def _moves(kafka: Kafka, topic: str, target: Target, partition: int | None, committed: dict[tuple[str, int], int]) -> list[Move]:
+    """One topic's moves: each partition's new offset for ``target``, inside [earliest, end]."""
+    parts = kafka.partitions(topic)
+    if target.kind == "file":
+        listed = {p: o for t, p, o in target.offsets if t == topic}
+        unknown = sorted(set(listed) - set(parts))
+        if unknown:
+            raise IncidentError(f"{target.source}: topic {topic} has no partition {unknown[0]} (it has {len(parts)})")
+        parts = sorted(listed)
+    if partition is not None:
+        if partition not in parts:
+            raise IncidentError(f"topic {topic} has no partition {partition} (it has {len(parts)})")
+        parts = [partition]
+    marks = kafka.watermarks(topic, parts)
+    by_time = kafka.offsets_for_time(topic, parts, target.timestamp_ms or 0) if target.kind == "timestamp" else {}
+    moves = []
+    for p in parts:
+        low, high = marks[p]
+        current = committed.get((topic, p))
+        wanted = {
+            "earliest": low, "latest": high, "offset": target.offset or 0,
+            "timestamp": by_time.get(p, high),
+            "shift": (current if current is not None else low) + (target.offset or 0),
+            "current": current if current is not None else low,
+            "file": next((o for t, q, o in target.offsets if t == topic and q == p), low),
+        }[target.kind]
+        moves.append(Move(topic, p, current, min(max(wanted, low), high), low, high))
+    return moves
 
 
 def apply_reset(kafka: Kafka, plan: ResetPlan) -> None:

@@ -39,6 +39,25 @@ def safe_text(raw: bytes | str | None) -> tuple[str | None, str]:
     return text, "utf-8"
 
 
+def printable(text: str | None) -> str:
+    """``text`` safe to print on a terminal: every non-printable character (C0/C1 controls such as
+    ESC and BEL, DEL, tab and newlines, format characters like bidi overrides) written as a Python
+    escape (``\\x1b``, ``\\u202e``), so a hostile or broken record can neither retitle, clear nor
+    reflow the engineer's terminal, and what was there stays visible."""
+    if text is None:
+        return ""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else _escaped(ch) for ch in text)
+
+
+def _escaped(ch: str) -> str:
+    code = ord(ch)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
 def jsonable(value: Any) -> Any:
     """A decoded payload made JSON-safe: datetimes ISO-8601, bytes hex, decimals strings."""
     if isinstance(value, dict):
@@ -61,7 +80,10 @@ def jsonable(value: Any) -> Any:
 def iso_ms(timestamp_ms: int | None) -> str | None:
     if timestamp_ms is None or timestamp_ms < 0:
         return None
-    return datetime.fromtimestamp(timestamp_ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    try:
+        return datetime.fromtimestamp(timestamp_ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    except (ValueError, OverflowError, OSError):
+        return f"{timestamp_ms} ms after 1970"
 
 
 def parse_iso(text: str | None) -> datetime | None:
@@ -75,14 +97,31 @@ def parse_iso(text: str | None) -> datetime | None:
 
 
 def uuid7_time(event_id: str | None) -> datetime | None:
-    """The creation time inside a UUIDv7 event id (None for other UUID versions)."""
+    """The creation time inside a UUIDv7 event id (None for other UUID versions, and for a time
+    part past what a datetime holds: ``ffffffff-ffff-7fff-…`` names the year 10889)."""
     try:
         parsed = uuid.UUID(str(event_id))
     except (ValueError, TypeError):
         return None
     if parsed.version != 7:
         return None
-    return datetime.fromtimestamp((parsed.int >> 80) / 1000, tz=timezone.utc)
+    try:
+        return datetime.fromtimestamp((parsed.int >> 80) / 1000, tz=timezone.utc)
+    except (ValueError, OverflowError, OSError):
+        return None
+
+
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def ago(delta: timedelta, now: datetime | None = None) -> datetime:
+    """``now − delta``, no earlier than 1970 (Kafka has no record before): ``--since 100000000d``
+    means "from the beginning", not an overflow."""
+    now = now or datetime.now(timezone.utc)
+    try:
+        return max(EPOCH, now - delta)
+    except OverflowError:
+        return EPOCH
 
 
 _TS_TYPES = {0: "none", 1: "create", 2: "log-append"}

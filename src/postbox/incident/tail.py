@@ -1,9 +1,12 @@
 """`postbox tail TOPIC`: decoded records from a start position, filtered, bounded or followed.
 
-Start positions (``--from``): ``beginning``, ``end``, ``last:N`` (the last N of each partition),
-an offset (``1200``, the same offset in every partition, or ``offset:1200``), an ISO-8601 time, or
-a duration ago (``15m``, ``2h``, ``1d``). Without ``--follow`` the read stops at the end offsets
-seen when it started, after ``--limit`` matches, or after ``--max-scan`` records.
+Start positions (``--from``): ``beginning``, ``end``, ``last:N`` (the last N records of each
+partition; ``--limit`` then caps the total), an offset (``1200``, the same offset in every
+partition, or ``offset:1200``), an ISO-8601 time, or a duration ago (``15m``, ``2h``, ``1d``).
+End positions (``--until``, like kcat's ``-o e@ts``): an offset, an ISO-8601 time or a duration
+ago; the record at that offset, and records at or after that time, are not shown. Without
+``--follow`` the read stops at the end offsets seen when it started (or ``--until``), after
+``--limit`` matches, or after ``--max-scan`` records.
 """
 
 from __future__ import annotations
@@ -12,14 +15,15 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
+from typing import Any
 
 from confluent_kafka import KafkaError, TopicPartition
 
 from postbox.codec import AvroCodec
 from postbox.kafka_cluster import Kafka
-from postbox.incident.records import RecordView, field_matches, parse_iso, payload_field, render
 from postbox.durations import parse_duration
+from postbox.incident.records import RecordView, ago, field_matches, iso_ms, parse_iso, payload_field, render
 
 
 @dataclass(frozen=True)
@@ -28,10 +32,11 @@ class Start:
     value: int = 0
 
     def describe(self) -> str:
-        return {
-            "beginning": "beginning", "end": "end", "last": f"last {self.value} per partition",
-            "offset": f"offset {self.value}", "timestamp": f"time {datetime.fromtimestamp(self.value / 1000, tz=timezone.utc).isoformat()}",
-        }[self.kind]
+        if self.kind == "timestamp":
+            return f"time {iso_ms(self.value)}"
+        if self.kind in ("last", "offset"):
+            return f"last {self.value} per partition" if self.kind == "last" else f"offset {self.value}"
+        return self.kind
 
 
 def parse_start(text: str, now: datetime | None = None) -> Start:
@@ -48,12 +53,48 @@ def parse_start(text: str, now: datetime | None = None) -> Start:
     when = parse_iso(value)
     if when is None:
         try:
-            when = (now or datetime.now(timezone.utc)) - parse_duration(low)
+            when = ago(parse_duration(low), now)
         except ValueError:
             raise ValueError(
                 f"--from {text!r}: expected beginning, end, last:N, an offset, an ISO-8601 time or a duration ago (15m, 2h, 1d)"
             ) from None
-    return Start("timestamp", int(when.timestamp() * 1000))
+    return Start("timestamp", _epoch_ms(when))
+
+
+@dataclass(frozen=True)
+class End:
+    """Where a read stops (exclusive): the end seen at start, an offset, or a time."""
+
+    kind: str  # end | offset | timestamp
+    value: int = 0
+
+    def describe(self) -> str:
+        if self.kind == "offset":
+            return f"offset {self.value}"
+        if self.kind == "timestamp":
+            return f"time {iso_ms(self.value)}"
+        return "end"
+
+
+def parse_end(text: str | None, now: datetime | None = None) -> End:
+    """``--until``: an offset (``1500`` or ``offset:1500``), an ISO-8601 time, or a duration ago."""
+    if text is None:
+        return End("end")
+    value = text.strip()
+    if m := re.fullmatch(r"(?:offset:)?(\d+)", value.lower()):
+        return End("offset", int(m.group(1)))
+    when = parse_iso(value)
+    if when is None:
+        try:
+            when = ago(parse_duration(value.lower()), now)
+        except ValueError:
+            raise ValueError(f"--until {text!r}: expected an offset, an ISO-8601 time or a duration ago (15m, 2h, 1d)") from None
+    return End("timestamp", _epoch_ms(when))
+
+
+def _epoch_ms(when: datetime) -> int:
+    """Milliseconds since 1970, never negative (Kafka has no record before then)."""
+    return max(0, int(when.timestamp() * 1000))
 
 
 @dataclass
@@ -100,28 +141,33 @@ class TailResult:
     ends: dict[int, int]
 
 
-def start_offsets(kafka: Kafka, topic: str, partitions: list[int], start: Start) -> tuple[dict[int, int], dict[int, int]]:
+def start_offsets(kafka: Kafka, topic: str, partitions: list[int], start: Start, end: End | None = None) -> tuple[dict[int, int], dict[int, int]]:
+    """Per partition, the first offset to read and the offset to stop before."""
     marks = kafka.watermarks(topic, partitions)
     ends = {p: high for p, (_, high) in marks.items()}
+    if end is not None and end.kind == "offset":
+        ends = {p: min(high, max(low, end.value)) for p, (low, high) in marks.items()}
+    elif end is not None and end.kind == "timestamp":
+        ends = kafka.offsets_for_time(topic, partitions, end.value)
     if start.kind == "beginning":
         starts = {p: low for p, (low, _) in marks.items()}
     elif start.kind == "end":
         starts = dict(ends)
     elif start.kind == "last":
-        starts = {p: max(low, high - start.value) for p, (low, high) in marks.items()}
+        starts = {p: max(low, ends[p] - start.value) for p, (low, _) in marks.items()}
     elif start.kind == "offset":
         starts = {p: min(max(start.value, low), high) for p, (low, high) in marks.items()}
     else:
         starts = kafka.offsets_for_time(topic, partitions, start.value)
-    return starts, ends
+    return {p: min(starts[p], ends[p]) for p in partitions}, ends
 
 
 def read(
     kafka: Kafka, topic: str, partitions: list[int], start: Start, filters: Filters, *,
-    limit: int, max_scan: int, progress: Callable[[int, int], None] | None = None,
+    limit: int, max_scan: int, progress: Callable[[int, int], None] | None = None, end: End | None = None,
 ) -> TailResult:
     """A bounded read (no --follow): matches in (timestamp, partition, offset) order."""
-    starts, ends = start_offsets(kafka, topic, partitions, start)
+    starts, ends = start_offsets(kafka, topic, partitions, start, end)
     codec = AvroCodec()
     matched: list[RecordView] = []
     scanned = 0
@@ -149,17 +195,19 @@ def read(
 
 def follow(
     kafka: Kafka, topic: str, partitions: list[int], start: Start, filters: Filters, *,
-    limit: int | None, idle_timeout: float | None = None,
+    limit: int | None, idle_timeout: float | None = None, end: End | None = None,
 ) -> Iterator[RecordView]:
-    """Records as they arrive (until ``limit`` matches, ``idle_timeout`` seconds without any, or Ctrl-C)."""
+    """Records as they arrive (until ``limit`` matches, every partition past ``end``, ``idle_timeout``
+    seconds without any, or Ctrl-C)."""
     starts, _ = start_offsets(kafka, topic, partitions, start)
     codec = AvroCodec()
     consumer = kafka.new_reader()
     shown = 0
     last = time.monotonic()
+    open_parts = {p for p in partitions if not (end is not None and end.kind == "offset" and starts[p] >= end.value)}
     try:
-        consumer.assign([TopicPartition(topic, p, starts[p]) for p in partitions])
-        while limit is None or shown < limit:
+        consumer.assign([TopicPartition(topic, p, starts[p]) for p in sorted(open_parts)])
+        while open_parts and (limit is None or shown < limit):
             batch = consumer.consume(num_messages=500, timeout=0.5)
             if not batch and idle_timeout is not None and time.monotonic() - last > idle_timeout:
                 return
@@ -169,6 +217,13 @@ def follow(
                         raise kafka.unavailable(msg.error().str())
                     continue
                 last = time.monotonic()
+                if msg.partition() not in open_parts:
+                    continue
+                if _past(msg, end):
+                    open_parts.discard(msg.partition())
+                    continue
+                if end is not None and end.kind == "offset" and msg.offset() >= end.value - 1:
+                    open_parts.discard(msg.partition())  # its last record before --until
                 view = render(msg, codec)
                 if filters.matches(view):
                     shown += 1
@@ -177,3 +232,13 @@ def follow(
                         return
     finally:
         consumer.close()
+
+
+def _past(msg: Any, end: End | None) -> bool:
+    """True when ``msg`` is at or after the ``--until`` position (it and its partition's later ones are not shown)."""
+    if end is None or end.kind == "end":
+        return False
+    if end.kind == "offset":
+        return bool(msg.offset() >= end.value)
+    ts_type, ts = msg.timestamp()
+    return bool(ts_type and ts >= end.value)
