@@ -86,7 +86,7 @@ def dlq_list(
                       ("ref", "dead-lettered", "event id", "type", "key", "group", "class", "error"))
     for d in shown:
         error = d.error or ""
-        listing.add(d.ref, d.record.timestamp, d.event_id, d.record.meta.event_type, d.record.key, d.group, d.error_class,
+        listing.add(d.ref, d.record.timestamp, d.event_id, d.record.meta.event_type, d.record.key_text, d.group, d.error_class,
                     shorten(error, 70) if fmt is OutputFormat.table else error)
     print_listing(listing, fmt)
     if not complete:

@@ -124,7 +124,7 @@ def _print_plan(plan: Any, fmt: OutputFormat, *, applied: bool, audited: bool, e
         d = m.as_dict()
         listing.add(m.topic, m.partition, m.current, m.new, d["reconsumed"], d["skipped"], d["oldest_reconsumed_at"])
     print_listing(listing, fmt)
-    for p in plan.problems:
+    for p in plan.problems[1 if plan.refused else 0:]:  # a refusal's reason is the error line itself
         note(f"warning: {p}", fmt)
     if export is not None:
         note(f"plan written to {export}; apply it with --from-file {export} --execute", fmt)

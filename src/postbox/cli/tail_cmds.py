@@ -92,7 +92,7 @@ def _print_one(view: Any, fmt: OutputFormat) -> None:
         sys.stdout.flush()
     elif fmt is OutputFormat.tsv:
         value = view.value_hex if view.payload is None else json.dumps(jsonable(view.payload), ensure_ascii=False, sort_keys=True)
-        cells = (view.topic, view.partition, view.offset, view.timestamp, view.key, view.meta.event_type, view.meta.event_id, view.encoding, value)
+        cells = (view.topic, view.partition, view.offset, view.timestamp, view.key_text, view.meta.event_type, view.meta.event_id, view.encoding, value)
         sys.stdout.write("\t".join(printable("" if c is None else str(c)) for c in cells) + "\n")
         sys.stdout.flush()
     else:

@@ -58,6 +58,17 @@ def _escaped(ch: str) -> str:
     return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
+def utf8_text(raw: bytes | str | None) -> str | None:
+    """``raw`` as UTF-8 text, control characters and all (None when it is not UTF-8): for people,
+    through :func:`printable`, which shows ``\\x1b`` where hex would show ``1b``."""
+    if raw is None or isinstance(raw, str):
+        return raw
+    try:
+        return bytes(raw).decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
 def jsonable(value: Any) -> Any:
     """A decoded payload made JSON-safe: datetimes ISO-8601, bytes hex, decimals strings."""
     if isinstance(value, dict):
@@ -154,6 +165,13 @@ class RecordView:
     def timestamp(self) -> str | None:
         return iso_ms(self.timestamp_ms)
 
+    @property
+    def key_text(self) -> str | None:
+        """The key for people: its UTF-8 text (control characters left for printers to escape),
+        else its hex."""
+        text = utf8_text(self.raw_key)
+        return text if text is not None else self.key
+
     def header(self, name: str) -> str | None:
         for h in self.headers:
             if h["key"] == name:
@@ -195,7 +213,10 @@ def render(msg: Any, codec: AvroCodec | None = None) -> RecordView:
     headers = []
     for key, raw in raw_headers:
         shown, enc = safe_text(raw)
-        headers.append({"key": key, "value": shown, "encoding": enc, "text": header_text(raw) if enc == "utf-8" else shown})
+        # "text": what a person reads (and dead-letter fields use) - the UTF-8 text even when it
+        # holds control characters (printers escape them); hex only for bytes that are not UTF-8.
+        text = header_text(raw) if enc == "utf-8" or utf8_text(raw) is not None else shown
+        headers.append({"key": key, "value": shown, "encoding": enc, "text": text})
     meta = EventHeaders.parse(raw_headers)
     key, key_encoding = safe_text(msg.key())
     ts_type, ts = msg.timestamp()
