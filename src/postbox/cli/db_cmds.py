@@ -59,7 +59,7 @@ def init(
 
     url = admin_url or os.environ.get(ADMIN_ENV)
     if not url:
-        raise ConfigError("no admin database URL", fix=f"pass --admin-url or set {ADMIN_ENV}")
+        raise typer.BadParameter(f"no admin database URL: pass --admin-url or set {ADMIN_ENV}", param_hint="--admin-url")
     lines = init_database(
         url,
         app_password=os.environ.get(PASSWORD_ENV["postbox_app"]),
@@ -129,7 +129,7 @@ def republish_cmd(
     try:
         start = datetime.fromisoformat(since.replace("Z", "+00:00")) if since else None
     except ValueError:
-        raise ConfigError(f"--since {since!r} is not an ISO time", fix="e.g. --since 2024-05-06T07:00:00Z") from None
+        raise typer.BadParameter(f"{since!r} is not an ISO time, e.g. 2024-05-06T07:00:00Z", param_hint="--since") from None
     report = republish(_maint_url(url), since=start, batch=batch)
     if as_json:
         print_json(report.as_dict())
@@ -153,9 +153,18 @@ def status(
 
     from postbox.outbox.retention import become_owner, list_partitions
 
-    with psycopg.connect(_maint_url(url), autocommit=True) as conn:
-        become_owner(conn)
-        parts = list_partitions(conn)
+    target = _maint_url(url)
+    try:
+        with psycopg.connect(target, autocommit=True) as conn:
+            become_owner(conn)
+            parts = list_partitions(conn)
+    except psycopg.OperationalError as exc:
+        from postbox.errors import OutboxError
+        from postbox.settings import redact_url
+
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise OutboxError(f"cannot read the outbox partitions at {redact_url(target)}: {reason}",
+                          fix=f"check the database is up and the URL (--url, {MAINT_ENV})") from None
     if as_json:
         print_json(parts)
     else:

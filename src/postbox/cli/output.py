@@ -69,6 +69,10 @@ class Listing:
         self.styles.append(style)
 
 
+#: Columns holding identifiers an engineer copies into the next command: never wrapped in a table.
+_WHOLE = frozenset({"ref", "event id", "topic", "to", "dead-lettered", "at"})
+
+
 def print_listing(listing: Listing, fmt: OutputFormat) -> None:
     """The listing as a rich table (terminal) or TSV (header + rows, full values)."""
     if fmt is OutputFormat.tsv:
@@ -77,9 +81,10 @@ def print_listing(listing: Listing, fmt: OutputFormat) -> None:
             sys.stdout.write("\t".join(_cell(v, fmt) for v in row) + "\n")
         sys.stdout.flush()
         return
-    table = Table(title=printable(listing.title))
+    table = Table(title=Text(printable(listing.title)))
     for col in listing.columns:
-        table.add_column(col, justify="right" if col in listing.right else "left", overflow="fold")
+        # identifiers stay whole (pasteable); free text (errors, notes) takes the squeeze
+        table.add_column(col, justify="right" if col in listing.right else "left", overflow="fold", no_wrap=col in _WHOLE)
     for row, style in zip(listing.rows, listing.styles):
         table.add_row(*(Text(_cell(v, fmt)) for v in row), style=style)
     console.print(table)
