@@ -112,3 +112,29 @@ def test_batch_of_10000_arrives_complete_and_in_order_per_aggregate(
     assert got == sent  # per aggregate (Kafka key), exactly the emit order
     first = decode_record(records[0].value(), records[0].headers(), repository=repo)
     assert first.event_type == "OrderPlaced" and first.writer_version == 2
+
+
+def test_folded_emit_arrives_like_an_emit(settings: Settings, pg_conn: psycopg.Connection, unique: str, tmp_path: Path) -> None:
+    """#17 execute_and_emit: the event folded into the business statement reaches its topic with
+    the same key, headers and payload as a separate emit; a rolled-back one never does."""
+    agg = f"t{unique}"
+    repo = repo_for(agg, tmp_path)
+    outbox = Outbox(codec=AvroCodec(repo))
+    pg_conn.execute("CREATE TEMP TABLE orders (id text PRIMARY KEY, total bigint)")
+    pg_conn.commit()
+    insert = "INSERT INTO orders VALUES (%s, %s) RETURNING id"
+    with pytest.raises(RuntimeError):
+        with pg_conn.transaction():
+            outbox.execute_and_emit(pg_conn, insert, ("lost", 1), agg, "lost", "OrderPlaced", placed("lost"))
+            raise RuntimeError("the business transaction fails")
+    traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    with pg_conn.transaction():
+        cur, event = outbox.execute_and_emit(pg_conn, insert, ("kept", 5), agg, "kept", "OrderPlaced",
+                                             placed("kept"), traceparent=traceparent)
+        assert cur.fetchone() == ("kept",)
+
+    records = read(settings, event.topic, expect=1)
+    assert [r.key() for r in records] == [b"kept"]
+    headers = EventHeaders.parse(records[0].headers())
+    assert (headers.event_id, headers.event_type, headers.traceparent) == (str(event.id), "OrderPlaced", traceparent)
+    assert decode_record(records[0].value(), records[0].headers(), repository=repo).payload == {**placed("kept"), "coupon": None, "currency": "EUR"}
