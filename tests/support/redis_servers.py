@@ -147,7 +147,8 @@ def waitaof_server(*, appendfsync: str = "everysec", config: dict[str, str] | No
 
 
 class RedisClusterProcesses:
-    """Three cluster-enabled redis-servers joined with ``redis-cli --cluster create`` (no replicas).
+    """Three (or ``masters``) cluster-enabled redis-servers joined with ``redis-cli --cluster create``
+    (no replicas; a single master is given every slot).
     ``config``: more settings for every node (e.g. ``cluster-require-full-coverage no``)."""
 
     def __init__(self, masters: int = 3, config: dict[str, str] | None = None) -> None:
@@ -175,18 +176,29 @@ class RedisClusterProcesses:
         for server in self.servers:
             server.start()
         addresses = [f"127.0.0.1:{s.port}" for s in self.servers]
-        subprocess.run(
-            [REDIS_CLI, "--cluster", "create", *addresses, "--cluster-replicas", "0", "--cluster-yes"],
-            check=True,
-            capture_output=True,
-            timeout=60,
-        )
+        if len(self.servers) == 1:  # redis-cli --cluster create wants 3 masters: give the one every slot
+            client = self.servers[0].client()
+            try:
+                client.execute_command("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
+            finally:
+                client.close()
+        else:
+            self._create(addresses)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if all(self._cluster_ok(s) for s in self.servers):
                 return
             time.sleep(0.1)
         raise RuntimeError("the test cluster did not reach cluster_state:ok within 30 s")
+
+    @staticmethod
+    def _create(addresses: list[str]) -> None:
+        subprocess.run(
+            [REDIS_CLI, "--cluster", "create", *addresses, "--cluster-replicas", "0", "--cluster-yes"],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
 
     @staticmethod
     def _cluster_ok(server: RedisServer) -> bool:
