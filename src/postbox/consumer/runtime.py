@@ -874,7 +874,8 @@ def _is_fence(err: KafkaError, fatal: bool) -> bool:
 
 
 def _apply_result(result: ApplyResult) -> str:
-    return "applied" if result.applied else "duplicate" if result.duplicate else "failed"
+    """``applied``, ``duplicate``, ``failed``, or ``retry`` (held back by a Redis Cluster node that is down)."""
+    return result.outcome.value
 
 
 def _show(partitions: Iterable[TopicPartition]) -> str:
