@@ -12,7 +12,7 @@ import redis
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from postbox.consumer import App, ConsumerConfig, ConsumerRuntime
-from postbox.consumer.runtime import PartitionState
+from postbox.consumer.partition_state import PartitionState
 
 
 class StandInConsumer:
@@ -39,7 +39,7 @@ def _runtime(consumer: StandInConsumer) -> ConsumerRuntime:
     config = ConsumerConfig.load({}, group="g", topics="t", redis_url="redis://127.0.0.1:1/0", kafka_bootstrap="127.0.0.1:1",
                                  backoff_base_ms=1, backoff_max_ms=2)
     runtime = ConsumerRuntime(app, config, redis_client=redis.Redis(port=1), install_signals=False)
-    runtime.consumer = consumer  # type: ignore[assignment]
+    runtime.consumer = runtime.partitions.consumer = consumer  # type: ignore[assignment]
     runtime.states[("t", 0)] = PartitionState("t", 0, done=40)
     runtime.states[("t", 1)] = PartitionState("t", 1, done=7)
     return runtime
@@ -48,8 +48,8 @@ def _runtime(consumer: StandInConsumer) -> ConsumerRuntime:
 def test_shutdown_commits_synchronously_what_an_async_commit_only_sent():
     consumer = StandInConsumer()
     runtime = _runtime(consumer)
-    runtime._commit()  # steady state: sent asynchronously, no confirmation yet
-    runtime._on_commit(None, [TopicPartition("t", 1, 7)])  # partition 1's confirmation arrived
+    runtime.partitions.commit()  # steady state: sent asynchronously, no confirmation yet
+    runtime.partitions.on_commit(None, [TopicPartition("t", 1, 7)])  # partition 1's confirmation arrived
     runtime._shutdown(commit=True)
     assert consumer.calls[0] == (True, [("t", 0, 40), ("t", 1, 7)])
     assert consumer.calls[1:] == [(False, [("t", 0, 40)])]  # the unconfirmed one, synchronously
@@ -61,6 +61,6 @@ def test_a_failed_final_commit_is_retried():
     runtime._shutdown(commit=True)
     sync = [offsets for asynchronous, offsets in consumer.calls if not asynchronous]
     assert sync == [[("t", 0, 40), ("t", 1, 7)]] * 3  # two refusals, then confirmed
-    runtime.consumer = consumer = StandInConsumer()  # type: ignore[assignment]
-    runtime._commit(sync=True)
+    runtime.partitions.consumer = consumer = StandInConsumer()  # type: ignore[assignment]
+    runtime.partitions.commit(sync=True)
     assert consumer.calls == []  # everything confirmed: nothing left to send

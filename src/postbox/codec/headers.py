@@ -44,6 +44,23 @@ class EventHeaders:
             traceparent=values.get("traceparent"),
         )
 
+    @classmethod
+    def of_texts(cls, texts: Mapping[str, str]) -> "EventHeaders":
+        """From headers already decoded to text (absent or null headers left out), so a consumer
+        that keeps every header's text decodes each header once: only these five are unquoted."""
+        get = texts.get
+        return cls(
+            event_id=_unquoted(get("id")),
+            event_type=_unquoted(get("event_type")) or _unquoted(get("eventType")),
+            aggregate_type=_unquoted(get("aggregate_type")),
+            created_at=_unquoted(get("created_at")),
+            traceparent=_unquoted(get("traceparent")),
+        )
+
+
+def _unquoted(text: str | None) -> str | None:
+    return header_text(text) if text is not None and text[:1] == '"' else text
+
 
 @overload
 def header_text(raw: bytes | str) -> str: ...

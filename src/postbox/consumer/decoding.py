@@ -15,6 +15,7 @@ wrong.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 from datetime import datetime, timezone
@@ -68,8 +69,7 @@ class Decoder:
 
     def event(self, origin: Origin) -> Event:
         """The record's event; DecodeError / _SchemaMismatch say what is wrong and where."""
-        headers = {k: _header_text(v) for k, v in origin.headers}  # parsed once, last one wins
-        meta = EventHeaders.parse(headers)
+        headers, meta = _headers(origin.headers)
         problem = event_id_problem(meta.event_id)
         if problem is not None:
             what = "has no 'id' header" if meta.event_id is None else f"has a malformed 'id' header {meta.event_id[:80]!r}: it {problem}"
@@ -137,10 +137,18 @@ def aggregate_from_topic(topic: str) -> str:
     return topic[len(TOPIC_PREFIX):] if topic.startswith(TOPIC_PREFIX) else topic
 
 
-def _header_text(raw: object) -> str:
-    if raw is None:
-        return ""
-    return raw.decode("utf-8", "replace") if isinstance(raw, (bytes, bytearray)) else str(raw)
+def _headers(raw_headers: Iterable[tuple[str, object]]) -> tuple[dict[str, str], EventHeaders]:
+    """Every header's text (null: ``""``; the last of a repeated name wins) and the router's
+    metadata, each header decoded once."""
+    headers: dict[str, str] = {}
+    present: dict[str, str] = {}
+    for key, raw in raw_headers:
+        if raw is None:
+            headers[key] = ""
+            continue
+        text = raw.decode("utf-8", "replace") if isinstance(raw, (bytes, bytearray)) else str(raw)
+        headers[key] = present[key] = text
+    return headers, EventHeaders.of_texts(present)
 
 
 def parse_created_at(text: str | None) -> datetime | None:

@@ -23,6 +23,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from confluent_kafka import KafkaError
+
 #: A second fence within this many seconds of the rejoin means another process uses the name.
 WINDOW_S = 300.0
 
@@ -45,3 +47,8 @@ class FencePolicy:
             return FenceAction.STOP
         self._rejoined_at = [now]
         return FenceAction.REJOIN
+
+
+def is_fence(err: KafkaError, fatal: bool) -> bool:
+    """FENCED_INSTANCE_ID, or librdkafka's fatal error it turns into (its text names the fence)."""
+    return err.code() == KafkaError.FENCED_INSTANCE_ID or (fatal and "fenced" in err.str().lower())

@@ -1,0 +1,453 @@
+"""The flow of one batch through the consumer's parts, with Python work overlapping the Redis wait.
+
+Three steps per batch, all on the loop's thread except the apply itself:
+
+1. :meth:`Pipeline.prepare` — the records of partitions that are flowing
+   (:meth:`Partitions.flowing <postbox.consumer.partitions.Partitions.flowing>`), each decoded and
+   routed (:mod:`postbox.consumer.decoding`) and its handler run (:mod:`postbox.consumer.invoke`),
+   into a :class:`~postbox.consumer.batch.Batch`. This runs **while the previous batch's apply is
+   in flight**: decoding and handlers only describe effects, they touch neither Redis nor offsets.
+2. :meth:`Pipeline.launch` — once the previous batch is settled: records of partitions it stopped
+   (a transient failure paused them) or that were revoked meanwhile are left out (read again from
+   the right offset); records it *held* (Redis Cluster: their node is down, see
+   :meth:`Batch.hold <postbox.consumer.batch.Batch.hold>`) go first, ahead of Kafka's, so a held
+   record still precedes the later records of its key; the batch model is built over them
+   (:class:`~postbox.consumer.batch.Batch`); failures known so far are dead-lettered
+   (acknowledged) first; the rest goes to the **apply worker**, one thread running
+   ``engine.apply`` (per node and partial on a cluster) + the durability check.
+3. :meth:`Pipeline.settle` — wait for that apply, record each record's fate, dead-letter effect
+   failures, and tell :class:`~postbox.consumer.partitions.Partitions` where each partition ended
+   (which is what gets committed). Also called by the revoke and lost callbacks and at shutdown,
+   so no partition changes hands, and no final commit is made, with its apply still in flight.
+
+Why a thread and not asyncio: the engine and redis-py are synchronous, and what is overlapped is a
+socket wait (Redis runs the scripts and fsyncs the AOF), during which the thread holds no GIL.
+Order per partition holds because there is one worker and batch N+1 is launched only after batch
+N settled; an offset is committed only after its apply was acknowledged and found durable.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import nullcontext
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from typing import Any, cast
+
+import redis
+from confluent_kafka import KafkaError, KafkaException, Message
+
+from postbox import failure_classes as classes
+from postbox.codec import EventHeaders
+from postbox.consumer.app import Route
+from postbox.consumer.batch import DEFAULT_HELD_LIMIT, Batch, Fate, Position
+from postbox.consumer.blocks import Blocks, TopicPartitionKey
+from postbox.consumer.deadletter import DeadLetters
+from postbox.consumer.decoding import Decoder
+from postbox.consumer.dlq_record import Failure, Origin
+from postbox.consumer.fencing import is_fence
+from postbox.consumer.invoke import HandlerFailed, Invoker, Job, Outcome
+from postbox.consumer import tracing
+from postbox.consumer.logs import event_context, log_event
+from postbox.consumer.metrics import Metrics
+from postbox.consumer.partitions import Partitions
+from postbox.effects import ApplyResult, Effects, EffectsEngine, EventRef
+from postbox.errors import TransientEffectError
+from postbox.events import Event
+
+log = logging.getLogger("postbox.consumer")
+
+
+class Item:
+    """One record on its way through a batch."""
+
+    __slots__ = ("msg", "tp", "offset", "origin", "event", "route", "ref", "fx", "failure", "exc")
+
+    def __init__(self, msg: Message, tp: tuple[str, int], offset: int) -> None:
+        self.msg = msg
+        self.tp = tp
+        self.offset = offset
+        self.origin: Origin | None = None
+        self.event: Event | None = None
+        self.route: Route | None = None
+        self.ref: EventRef | None = None
+        self.fx: Effects | None = None
+        self.failure: Failure | None = None
+        #: The handler exception behind ``failure`` (its traceback is logged with the dead letter).
+        self.exc: BaseException | None = None
+
+    @property
+    def permanent(self) -> bool:
+        return self.failure is not None and self.failure.kind == classes.PERMANENT
+
+    def where(self) -> dict[str, Any]:
+        return {"topic": self.tp[0], "partition": self.tp[1], "offset": self.offset}
+
+
+@dataclass
+class Prepared:
+    """A batch decoded and through its handlers, not launched yet; ``blocks``: where a handler's
+    transient failure stopped a partition."""
+
+    items: list[Item]
+    blocks: Blocks
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What the worker hands back: the results, and when the apply started and ended (the metric,
+    and the apply spans when tracing is on)."""
+
+    results: list[ApplyResult]
+    started_ns: int
+    ended_ns: int
+
+    @property
+    def seconds(self) -> float:
+        return (self.ended_ns - self.started_ns) / 1e9
+
+
+@dataclass
+class InFlight:
+    """A launched batch: ``future`` is its apply in the worker (None: nothing to apply)."""
+
+    items: list[Item]
+    to_apply: list[Item]
+    batch: Batch
+    future: "Future[Applied] | None"
+
+
+class Pipeline:
+    """Prepare, launch and settle batches (see the module docs). ``dead_letters`` and ``decoder``
+    are set at start-up; ``on_kafka_error`` gets the errors ``consume`` hands out as records."""
+
+    def __init__(self, *, group: str, engine: EffectsEngine, invoker: Invoker, partitions: Partitions, metrics: Metrics,
+                 decoder: Decoder, require_durable: bool, on_kafka_error: Callable[[KafkaError], None],
+                 held_limit: int = DEFAULT_HELD_LIMIT, carry_delay_s: float = 0.2) -> None:
+        self.group = group
+        self.engine = engine
+        self.invoker = invoker
+        self.partitions = partitions
+        self.metrics = metrics
+        self.decoder = decoder
+        self.require_durable = require_durable
+        self.on_kafka_error = on_kafka_error
+        self.dead_letters: DeadLetters | None = None
+        self.held_limit = held_limit
+        self.carry_delay_s = carry_delay_s
+        #: Records held back by a Redis Cluster node that is down: decoded and handled, they ride
+        #: into the next launch ahead of Kafka's records until they apply.
+        self._carried: list[Item] = []
+        self._carried_ends: dict[TopicPartitionKey, int] = {}
+        self._carried_due = 0.0
+        partitions.dropped = self._forget_dropped
+        self._worker = ThreadPoolExecutor(1, thread_name_prefix="postbox-apply")
+        self._in_flight: InFlight | None = None
+        self._topics: dict[str, tuple[Any, Any, Any, Any]] = {}
+        self._e2e = metrics.end_to_end_seconds.labels(group)
+        self._apply_seconds = metrics.apply_seconds.labels(group)
+
+    # -- 1. prepare -----------------------------------------------------------------------------------
+
+    def prepare(self, messages: list[Message]) -> Prepared | None:
+        """Decode, route and run the handlers of the records that may be worked on."""
+        items = self._take(messages)
+        if not items:
+            return None
+        for item in items:
+            owed = self._owed(item)
+            if owed is not None:  # its effect failed earlier; only its dead letter is left to write
+                item.failure = owed
+                continue
+            item.origin = Origin.of(item.msg)
+            outcome = self.decoder(item.origin)
+            if isinstance(outcome, Failure):
+                item.failure = outcome
+            else:
+                item.event, item.route, item.ref = outcome
+        blocks = Blocks()
+        self._run_handlers(items, blocks)
+        return Prepared(items, blocks)
+
+    def _take(self, messages: list[Message]) -> list[Item]:
+        items: list[Item] = []
+        flowing = self.partitions.flowing
+        for msg in messages:
+            err = msg.error()
+            if err is not None:
+                self._record_error(err)
+                continue
+            tp = cast(TopicPartitionKey, (msg.topic(), msg.partition()))  # set on every record without an error
+            if flowing(tp):
+                items.append(Item(msg, tp, cast(int, msg.offset())))
+        if items:
+            self.metrics.batch_size.labels(self.group).observe(len(items))
+            for topic, count in Counter(i.tp[0] for i in items).items():
+                self._topic(topic)[0].inc(count)
+        return items
+
+    def _owed(self, item: Item) -> Failure | None:
+        state = self.partitions.states.get(item.tp)
+        return state.owed.get(item.offset) if state is not None and state.owed else None
+
+    def _run_handlers(self, items: list[Item], blocks: Blocks) -> None:
+        """Sync handlers in offset order (a transient failure stops its partition there); the async
+        ones of the batch gathered on the consumer's loop."""
+        pending: list[tuple[Item, Job]] = []
+        for item in items:
+            route, event = item.route, item.event
+            if route is None or event is None or item.failure is not None or blocks.covers(item.tp, item.offset):
+                continue
+            if route.is_async:
+                pending.append((item, (route.handler, route.name, event, route.transient)))
+                continue
+            _settle_handler(item, self.invoker.call(route.handler, route.name, event, route.transient), blocks)
+        if pending:
+            for (item, _), outcome in zip(pending, self.invoker.gather([job for _, job in pending])):
+                _settle_handler(item, outcome, blocks)
+
+    # -- 2. launch --------------------------------------------------------------------------------------
+
+    def carried_due(self) -> bool:
+        """True when held records wait and their retry delay is over (launch them without new records)."""
+        return bool(self._carried) and time.monotonic() >= self._carried_due
+
+    def launch(self, prepared: Prepared | None) -> None:
+        """Build the batch (held records first), dead-letter the failures known so far, then hand
+        the rest to the worker. Call only when nothing is in flight (:meth:`settle` first)."""
+        assert self._in_flight is None, "launch() with a batch still in flight"
+        fresh = [i for i in prepared.items if self.partitions.flowing(i.tp)] if prepared is not None else []
+        items, self._carried = self._carried + fresh, []  # records the batch before stopped are left out
+        if not items:
+            return
+        batch = Batch.of(((i.tp, i.offset) for i in items), held_limit=self.held_limit, ends=self._carried_ends)
+        for tp, block in (prepared.blocks.at.items() if prepared is not None else ()):
+            if tp in batch.offsets:
+                batch.block(tp, block.offset, block.reason, block.error)
+        self._dead_letter([i for i in items if i.permanent], batch)
+        to_apply = [i for i in items if i.fx is not None and i.failure is None and not batch.covers(i.tp, i.offset)]
+        pairs = [(i.ref, i.fx) for i in to_apply]
+        future = self._worker.submit(self._apply, pairs, self._per_node(to_apply)) if to_apply else None  # type: ignore[arg-type]  # to_apply items all carry a ref and effects
+        self._in_flight = InFlight(items, to_apply, batch, future)
+
+    def _per_node(self, items: list[Item]) -> dict[str, Any]:
+        """On Redis Cluster, apply partially (a node that is down holds back only its records, see
+        :meth:`Batch.hold`), keeping each partition's Kafka key in order across nodes."""
+        if not self.engine.cluster:
+            return {}
+        return {"partial": True, "order": [(i.tp, i.msg.key()) for i in items]}
+
+    def _forget_dropped(self) -> None:
+        """Forget the held records of partitions no longer assigned (their next owner re-reads
+        them from the last commit, which is before them)."""
+        states = self.partitions.states
+        self._carried = [i for i in self._carried if i.tp in states]
+        self._carried_ends = {tp: end for tp, end in self._carried_ends.items() if tp in states}
+
+    def _apply(self, pairs: list[tuple[EventRef, Effects]], per_node: dict[str, Any]) -> Applied:
+        """In the worker: one engine.apply, then the durability check (``require_durable``)."""
+        started_ns = time.time_ns()
+        try:
+            results = self.engine.apply(pairs, **per_node)
+            durability = self.engine.durability()
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise TransientEffectError(f"Redis unreachable: {exc}", reason="connection") from exc
+        if not durability.durable and self.require_durable:
+            raise TransientEffectError(f"Redis is {durability}", reason="not-durable")
+        return Applied(results, started_ns, time.time_ns())
+
+    # -- 3. settle --------------------------------------------------------------------------------------
+
+    def settle(self) -> bool:
+        """Wait for the batch in flight and record how it ended; False when none was in flight.
+        An engine or configuration error of its apply is raised here (nothing of it is committed)."""
+        flight, self._in_flight = self._in_flight, None
+        if flight is None:
+            return False
+        results: list[ApplyResult] = []
+        if flight.future is not None:
+            try:
+                applied = flight.future.result()
+            except TransientEffectError as exc:  # each partition stops at its first record applied here
+                for item in flight.to_apply:
+                    flight.batch.block(item.tp, item.offset, exc.reason, str(exc))
+            else:
+                results = applied.results
+                self._apply_seconds.observe(applied.seconds)
+                if tracing.enabled():
+                    tracing.record_applies([(i.event, _outcome_name(r)) for i, r in zip(flight.to_apply, results) if i.event is not None],
+                                           self.group, applied.started_ns, applied.ended_ns)  # fmt: skip
+                self._account(flight.to_apply, results, flight.batch)
+                self._dead_letter([i for i in flight.to_apply if i.permanent], flight.batch, owe=True)
+        if log.isEnabledFor(logging.DEBUG):
+            log_batch(flight.items, results, flight.batch)
+        self._carry(flight.items, flight.batch, self.partitions.finish(flight.batch))
+        return True
+
+    def _carry(self, items: list[Item], batch: Batch, positions: dict[TopicPartitionKey, Position]) -> None:
+        """Keep the held records for the next launch (each partition's commit stops before them)."""
+        held = {(tp, offset) for tp, position in positions.items() for offset in position.hold}
+        self._carried = [i for i in items if (i.tp, i.offset) in held]
+        self._carried_ends = {tp: batch.end(tp) for tp, position in positions.items() if position.hold and position.retry is None}
+        if self._carried:
+            self._carried_due = time.monotonic() + self.carry_delay_s
+
+    def close(self) -> None:
+        """Stop without settling (the consumer stops on an error): wait for the apply in flight,
+        record nothing of it — its records are redelivered and come back as duplicates."""
+        self._in_flight = None
+        self._worker.shutdown(wait=True)
+
+    def _account(self, items: list[Item], results: list[ApplyResult], batch: Batch) -> None:
+        """Each applied record's fate; metrics counted once per topic and batch."""
+        now = datetime.now(timezone.utc)
+        applied: Counter[str] = Counter()
+        duplicates: Counter[str] = Counter()
+        for item, result in zip(items, results):
+            if result.applied:
+                batch.finished(item.tp, item.offset, Fate.APPLIED)
+                applied[item.tp[0]] += 1
+                created = item.event.created_at if item.event is not None else None
+                if created is not None:
+                    self._e2e.observe(max(0.0, (now - created).total_seconds()))
+            elif result.duplicate:
+                batch.finished(item.tp, item.offset, Fate.DUPLICATE)
+                duplicates[item.tp[0]] += 1
+            elif result.retry:
+                batch.hold(item.tp, item.offset, result.reason or "retry", result.error or "")
+            else:
+                if result.undo_error:
+                    result.raise_for_failure()  # EffectEngineError: the consumer stops
+                code = classes.CROSS_SLOT if result.cross_slot else classes.redis_error_code(result.error)
+                where = f" at command {result.command_index} ({result.command})" if result.command_index is not None else ""
+                item.failure = Failure(classes.effect_failed(code), f"effect failed{where}: {result.error}", 1, recorded=not result.cross_slot)
+                item.fx = None
+        for topic, count in applied.items():
+            self._topic(topic)[1].inc(count)
+        for topic, count in duplicates.items():
+            self._topic(topic)[2].inc(count)
+
+    # -- dead letters -----------------------------------------------------------------------------------
+
+    def _dead_letter(self, failed: list[Item], batch: Batch, *, owe: bool = False) -> None:
+        """Failure stream, then ``<topic>.dlq`` (acknowledged). A record whose dead letter is not
+        written blocks its partition there; with ``owe`` (effect failures: records after it are
+        already applied) its verdict is kept, so the retry dead-letters it without running it
+        again — it can never take effect after a later event of its aggregate."""
+        failed = [i for i in failed if not batch.covers(i.tp, i.offset)]
+        if not failed:
+            return
+        assert self.dead_letters is not None
+        letters = [(_origin(i), i.failure) for i in failed if i.failure is not None]
+        try:
+            self.dead_letters.record(self.engine, [(o, _event_id(i), f) for i, (o, f) in zip(failed, letters)])
+        except TransientEffectError as exc:
+            for item in failed:
+                self._owe(item, owe)
+                batch.block(item.tp, item.offset, exc.reason, str(exc))
+            return
+        for item, error in zip(failed, self.dead_letters.send(letters)):
+            state = self.partitions.states.get(item.tp)
+            if error is None:
+                batch.finished(item.tp, item.offset, Fate.DEAD_LETTERED)
+                self._dead_lettered(item)
+                if state is not None:
+                    state.owed.pop(item.offset, None)
+            else:
+                self._owe(item, owe)
+                batch.block(item.tp, item.offset, "dlq", error)
+
+    def _owe(self, item: Item, owe: bool) -> None:
+        state = self.partitions.states.get(item.tp)
+        if owe and state is not None and item.failure is not None:
+            state.owed[item.offset] = replace(item.failure, recorded=True)
+
+    def _dead_lettered(self, item: Item) -> None:
+        """Counted and logged once, when its dead letter is acknowledged: a record whose dead
+        letter is retried (not acknowledged, or its partition blocked before it) is not counted
+        again on the retry (#14.1)."""
+        failure = item.failure
+        assert failure is not None
+        self._topic(item.tp[0])[3].inc()
+        self.metrics.failures.labels(self.group, item.tp[0], failure.error_class, failure.kind).inc()
+        with event_context(item.event) if item.event is not None else nullcontext():
+            log_event(log, logging.WARNING, "permanent failure: dead-lettered", error_class=failure.error_class, error=failure.error,
+                      event_id=_event_id(item), attempts=failure.attempts, **item.where(),
+                      **({"exc_info": item.exc} if item.exc is not None else {}))  # fmt: skip
+
+    # -- helpers ------------------------------------------------------------------------------------------
+
+    def _topic(self, topic: str) -> tuple[Any, Any, Any, Any]:
+        """The topic's consumed / applied / duplicates / dead-lettered counters (labels resolved once)."""
+        found = self._topics.get(topic)
+        if found is None:
+            g, m = self.group, self.metrics
+            found = self._topics[topic] = (
+                m.consumed.labels(g, topic), m.applied.labels(g, topic), m.duplicates.labels(g, topic), m.dead_lettered.labels(g, topic)
+            )
+        return found
+
+    def _record_error(self, err: KafkaError) -> None:
+        if err.code() == KafkaError._PARTITION_EOF:
+            return
+        if err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            log.debug("topic not there yet: %s", err)
+            return
+        if err.fatal() and not is_fence(err, True):
+            raise KafkaException(err)
+        self.on_kafka_error(err)
+
+
+def _settle_handler(item: Item, outcome: Outcome, blocks: Blocks) -> None:
+    """Record a handler's outcome; a transient failure stops the partition at this record."""
+    if not isinstance(outcome, HandlerFailed):
+        item.fx = outcome
+        return
+    item.failure, item.exc = outcome.failure, outcome.exc
+    if outcome.failure.kind == classes.TRANSIENT:
+        blocks.block(item.tp, item.offset, "handler", outcome.failure.error)
+
+
+def _outcome_name(result: ApplyResult) -> str:
+    """``applied``, ``duplicate``, ``failed``, or ``retry`` (held back by a Redis Cluster node that is down)."""
+    return result.outcome.value
+
+
+def _origin(item: Item) -> Origin:
+    if item.origin is None:
+        item.origin = Origin.of(item.msg)
+    return item.origin
+
+
+def _event_id(item: Item) -> str | None:
+    """The event's id, or the record's ``id`` header when it could not be decoded."""
+    if item.event is not None:
+        return item.event.id
+    for key, value in _origin(item).headers:
+        if key == "id" and value:
+            return EventHeaders.parse([(key, value)]).event_id
+    return None
+
+
+def log_batch(items: list[Item], results: list[ApplyResult], batch: Batch) -> None:
+    """One DEBUG line per batch with its outcome counts, before its offsets are committed.
+
+    Metrics die with a SIGKILLed process; these lines stay in its log, so the fault suite can
+    sum, across every process of a run, how many records were seen, applied, and absorbed as
+    duplicates by the dedupe marker (``retried``: records left for a transient retry)."""
+    log_event(
+        log, logging.DEBUG, "batch finished",
+        records=len(items),
+        applied=sum(1 for r in results if r.applied),
+        duplicates=sum(1 for r in results if r.duplicate),
+        failed=sum(1 for i in items if i.failure is not None and i.failure.kind == classes.PERMANENT),
+        retried=sum(1 for i in items if batch.covers(i.tp, i.offset)),
+        partitions=",".join(f"{t}[{p}]" for t, p in sorted({i.tp for i in items})),
+    )
+
+
+__all__ = ["InFlight", "Item", "Pipeline", "Prepared", "log_batch"]
