@@ -18,17 +18,23 @@ headers ``id``/``event_type``/``aggregate_type``/``created_at``/``traceparent``)
   fastavro decoding, one redis-py pipeline per batch with a ``SET NX EX`` marker and the same
   HINCRBY per event (not atomic: the HINCRBY runs whatever the SET answered), async commit.
 
-Each rate counts from the first record received to the last one done (group join excluded). Redis
+Every contender runs ``--rounds`` times (default 3, quick 1), side by side in each round, and the
+table and the JSON give the medians (the ratios are ratios of medians; the per-round ratios and the
+load average before and after are in the JSON too: on a shared machine the load moves under a
+run). Each rate counts from the first record received to the last one done (group join excluded). Redis
 is a redis-server of the bench's own (``appendonly yes``, ``appendfsync always``) unless
 ``--redis-url`` is given. Prints a table, then as its LAST line one JSON object with
 ``raw_per_s``, ``runtime_per_s``, ``naive_per_s``, ``engine_per_s``, ``peer_per_s``,
-``runtime_vs_raw``, ``runtime_vs_naive``, ``runtime_vs_engine`` and ``runtime_vs_peer``.
+``runtime_vs_raw``, ``runtime_vs_naive``, ``runtime_vs_engine`` and ``runtime_vs_peer``, plus
+``rounds``, the per-round ratios and ``load_before``/``load_after``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import statistics
 import sys
 import threading
 import time
@@ -279,8 +285,10 @@ def main() -> None:
     parser.add_argument("--naive-events", type=int, default=None, help="records the naive consumer handles (default 3,000)")
     parser.add_argument("--redis-url", default=None, help="use this Redis instead of a redis-server of the bench's own")
     parser.add_argument("--kafka-bootstrap", default=None)
+    parser.add_argument("--rounds", type=int, default=None, help="rounds of every contender, medians reported (default 3; quick 1)")
     args = parser.parse_args()
     n = args.events or (20_000 if args.quick else 100_000)
+    args.rounds = args.rounds or (1 if args.quick else 3)
     naive_n = min(n, args.naive_events or (1_000 if args.quick else 3_000))
     settings = Settings.load(kafka_bootstrap=args.kafka_bootstrap)
     server = None if args.redis_url else RedisServer().start()
@@ -296,32 +304,46 @@ def main() -> None:
         started = time.perf_counter()
         fill_topic(settings.kafka_bootstrap, topic, n)
         print(f"produced {n:,} records in {time.perf_counter() - started:.1f} s")
-        raw = run_raw(settings.kafka_bootstrap, topic, n)
-        runtime_rate, runtime = run_runtime(settings.kafka_bootstrap, redis_url, topic, n)
-        naive = run_naive(settings.kafka_bootstrap, client, topic, naive_n)
-        events = read_events(settings.kafka_bootstrap, topic, n, make_app())
-        engine_rate = run_engine(client, events, runtime.config.batch_size)
+        events = read_events(settings.kafka_bootstrap, topic, n, make_app())  # the engine's input, decoded once
+        load_before = os.getloadavg()[0]
+        rounds: list[dict[str, float]] = []
+        for number in range(1, args.rounds + 1):  # side by side, so a change of load hits every contender
+            rates: dict[str, float] = {"raw": run_raw(settings.kafka_bootstrap, topic, n)}
+            rates["runtime"], runtime = run_runtime(settings.kafka_bootstrap, redis_url, topic, n)
+            rates["engine"] = run_engine(client, events, runtime.config.batch_size)
+            rates["peer"] = run_peer(settings.kafka_bootstrap, client, topic, n)
+            rates["naive"] = run_naive(settings.kafka_bootstrap, client, topic, naive_n)
+            rounds.append(rates)
+            print(f"round {number}: " + ", ".join(f"{k} {v:,.0f}/s" for k, v in rates.items()) + f" (load {os.getloadavg()[0]:.1f})")
         del events
-        peer = run_peer(settings.kafka_bootstrap, client, topic, n)
+        load_after = os.getloadavg()[0]
+        med = {name: statistics.median(r[name] for r in rounds) for name in rounds[0]}
+        raw, runtime_rate, naive = med["raw"], med["runtime"], med["naive"]
         batches = runtime.metrics.registry.get_sample_value("postbox_consumer_batch_size_count", {"group": runtime.config.group}) or 0
         print()
+        print(f"medians of {len(rounds)} round(s); 1-minute load average {load_before:.1f} before, {load_after:.1f} after ({os.cpu_count()} CPUs)")
         print(f"{'consumer':<10}{'events':>10}{'events/s':>12}{'vs raw':>9}{'vs naive':>10}{'runtime vs':>12}")
-        for name, count, rate in (("raw", n, raw), ("runtime", n, runtime_rate), ("engine", n, engine_rate),
-                                  ("peer", n, peer), ("naive", naive_n, naive)):
+        for name in ("raw", "runtime", "engine", "peer", "naive"):
+            rate, count = med[name], naive_n if name == "naive" else n
             print(f"{name:<10}{count:>10,}{rate:>12,.0f}{rate / raw:>9.1%}{rate / naive:>9.1f}x{runtime_rate / rate:>11.2f}x")
-        print(f"runtime: batch_size {runtime.config.batch_size}, {batches:.0f} batches (mean {n / max(batches, 1):.0f} records)")
+        print(f"runtime: batch_size {runtime.config.batch_size}, {batches:.0f} batches in its last round (mean {n / max(batches, 1):.0f} records)")
         print(json.dumps({
             "events": n,
             "naive_events": naive_n,
+            "rounds": len(rounds),
             "raw_per_s": round(raw),
             "runtime_per_s": round(runtime_rate),
             "naive_per_s": round(naive),
             "runtime_vs_raw": round(runtime_rate / raw, 4),
             "runtime_vs_naive": round(runtime_rate / naive, 2),
-            "engine_per_s": round(engine_rate),
-            "peer_per_s": round(peer),
-            "runtime_vs_engine": round(runtime_rate / engine_rate, 3),
-            "runtime_vs_peer": round(runtime_rate / peer, 3),
+            "engine_per_s": round(med["engine"]),
+            "peer_per_s": round(med["peer"]),
+            "runtime_vs_engine": round(runtime_rate / med["engine"], 3),
+            "runtime_vs_peer": round(runtime_rate / med["peer"], 3),
+            "runtime_vs_engine_per_round": [round(r["runtime"] / r["engine"], 3) for r in rounds],
+            "runtime_vs_peer_per_round": [round(r["runtime"] / r["peer"], 3) for r in rounds],
+            "load_before": round(load_before, 1),
+            "load_after": round(load_after, 1),
             "batch_size": runtime.config.batch_size,
             "mean_batch": round(n / max(batches, 1), 1),
         }))
