@@ -10,6 +10,7 @@ Stops the stack's Connect worker (marker `disruptive`: runs after the others) an
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -65,3 +66,34 @@ def test_lag_max_lag_and_status_json_trip_while_connect_is_down(settings, pg_con
     commit_offset(settings.kafka_bootstrap, group, topic, 2)
     code, after = lag_alert(group)
     assert code == 0 and after["alerts"] == [], after  # back to green once Connect streams again
+
+
+def test_lag_max_lag_trips_while_the_connector_is_paused(settings):
+    """A connector that is not RUNNING while Connect itself answers (paused here; FAILED takes the
+    same check): `lag --max-lag` names the connector's state, whatever the groups' lag."""
+    import httpx
+
+    from postbox.connector import default_connector_name
+
+    base = f"{settings.connect_url.rstrip('/')}/connectors/{default_connector_name()}"
+
+    def state() -> str:
+        status = httpx.get(f"{base}/status", timeout=10).json()
+        return status["connector"]["state"] + "/" + ",".join(t["state"] for t in status["tasks"])
+
+    httpx.put(f"{base}/pause", timeout=10).raise_for_status()
+    try:
+        deadline = time.monotonic() + 60
+        while not state().startswith("PAUSED"):
+            assert time.monotonic() < deadline, state()
+            time.sleep(0.5)
+        done = run_cli("lag", "--max-lag", str(10**15), "--json")  # no group is that far behind
+        assert done.returncode == 1, done.stdout[-2000:]
+        alerts = json.loads(done.stdout)["alerts"]
+        assert any(a.startswith("connector postbox-outbox: PAUSED") for a in alerts), alerts
+    finally:
+        httpx.put(f"{base}/resume", timeout=10).raise_for_status()
+        deadline = time.monotonic() + 90
+        while state() != "RUNNING/RUNNING" and time.monotonic() < deadline:
+            time.sleep(0.5)
+    assert state() == "RUNNING/RUNNING"
