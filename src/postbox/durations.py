@@ -15,4 +15,7 @@ def parse_duration(text: str, what: str = "duration") -> timedelta:
     match = _DURATION.match((text or "").lower())
     if not match:
         raise ValueError(f"{what} {text!r} is not a duration like 90s, 15m, 2h, 8d")
-    return timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])
+    try:
+        return timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])
+    except OverflowError:  # past timedelta's 999,999,999 days: still the user's typing, not a crash
+        raise ValueError(f"{what} {text!r} is longer than any duration this can hold (at most about 2.7 million years)") from None

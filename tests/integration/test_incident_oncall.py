@@ -252,28 +252,33 @@ def test_hostile_headers_keys_and_values_are_escaped(settings, unique):
 # -- no tracebacks --------------------------------------------------------------------------------------
 EDGE_IDS = ["00000000-0000-7000-8000-000000000000", "ffffffff-ffff-7fff-bfff-ffffffffffff", "00000000-0000-0000-0000-000000000000",
             "", "\x1b[2J"]
-EDGE_TIMES = ["0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z", "100000000d", "1970-01-01", "-5m"]
+EDGE_TIMES = ["0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z", "100000000d", "99999999999999w", "1970-01-01", "-5m"]
 EDGE_OFFSETS = ["-1", "0", "99999999999999999999999", "last:99999999999999999999"]
 ID_COMMANDS = [["trace", "{x}", "--json"], ["dlq", "show", "{x}"], ["tail", "{topic}", "--event-id", "{x}"],
                ["dlq", "replay", "--event-id", "{x}"]]
 TIME_COMMANDS = [["tail", "{topic}", "--from", "{x}"], ["tail", "{topic}", "--until", "{x}"], ["dlq", "list", "--since", "{x}"],
                  ["replay", "--group", "{group}", "--to", "{x}"], ["audit", "--since", "{x}"]]
 OFFSET_COMMANDS = [["tail", "{topic}", "--from", "{x}"], ["tail", "{topic}", "--until", "{x}"], ["replay", "--group", "{group}", "--to", "{x}"]]
+EDGE_NAMES = ["", "\x1b[2J", "g" * 300]
+NAME_COMMANDS = [["lag", "{x}"], ["replay", "--group", "{x}", "--to", "earliest"], ["trace", "00000000-0000-7000-8000-000000000000", "--group", "{x}"],
+                 ["connector", "status", "--name", "{x}"], ["dlq", "list", "--group", "{x}"], ["tail", "{x}"]]
 EDGE_CASES = ([(c, x) for c in ID_COMMANDS for x in EDGE_IDS] + [(c, x) for c in TIME_COMMANDS for x in EDGE_TIMES]
-              + [(c, x) for c in OFFSET_COMMANDS for x in EDGE_OFFSETS])
+              + [(c, x) for c in OFFSET_COMMANDS for x in EDGE_OFFSETS] + [(c, x) for c in NAME_COMMANDS for x in EDGE_NAMES])
 
 
 @pytest.mark.parametrize(("template", "edge"), EDGE_CASES, ids=[f"{' '.join(c[:2])}={x!r}" for c, x in EDGE_CASES])
 def test_edge_ids_times_and_offsets_never_end_in_a_traceback(capsys, dead_letters, template, edge):
-    """#15.1 No tracebacks: every command fed edge-case ids, times and offsets either answers (exit 0)
+    """#15.1 No tracebacks: every command fed edge-case ids, times, offsets and names either answers (exit 0)
     or prints one error line (+ its fix) and exits 1, or is a usage error (exit 2)."""
     args = [a.format(x=edge, **dead_letters) for a in template]
     code, out, err = run(capsys, *args)
     lines = [line for line in err.splitlines() if line.strip() and not line.startswith("…")]
     assert code in (0, 1, 2), (code, err)
     assert "Traceback" not in out + err
-    if code == 1 and not (args[0] == "trace" and out):  # a trace that finds nothing is a verdict on stdout
+    if code == 1 and lines:
         assert lines[0].startswith("error:") and len(lines) <= 2, err
+    if code == 1 and not lines:  # a problem found (nothing traced, connector not registered): a verdict on stdout
+        assert out.strip(), "exit 1 says why"
     if code == 2:
         assert any(line.startswith("Error:") for line in lines), err
     for control in RAW_CONTROLS:

@@ -22,8 +22,11 @@ def register(app: typer.Typer) -> None:
 
 
 def _name(flag: Optional[str]) -> str:
+    """--name, else the packaged template's; a name Connect's REST paths cannot carry is a usage error."""
     from postbox.connector import default_connector_name
 
+    if flag is not None and (not flag.strip() or not flag.isprintable()):
+        raise typer.BadParameter(f"{flag!r} is not a connector name (printable, not empty)", param_hint="--name")
     return flag or default_connector_name()
 
 

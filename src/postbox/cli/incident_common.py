@@ -90,6 +90,15 @@ def duration(text: Optional[str], option: str) -> Optional[timedelta]:
         raise typer.BadParameter(str(exc), param_hint=option) from None
 
 
+def group_id(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
+    """A consumer group id (or several): Kafka refuses an empty one (INVALID_GROUP_ID), so it is a
+    usage error here, before any request."""
+    for item in value if isinstance(value, (list, tuple)) else [value]:
+        if item is not None and not item.strip():
+            raise typer.BadParameter("a consumer group id cannot be empty (`postbox lag` lists the groups)")
+    return value
+
+
 def time_point(text: Optional[str], option: str) -> Optional[datetime]:
     """``text`` as an instant: an ISO-8601 time, or a duration ago (``2h``); a usage error naming ``option``."""
     if not text:
