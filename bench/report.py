@@ -36,7 +36,7 @@ BENCHES = ("writer", "effects", "consumer", "e2e")
 ABOUT = {
     "writer": "what an emit costs a business transaction (pipeline mode, retention policies), batch emit",
     "effects": "the Redis effects engine alone: events/s applied with dedupe, batch sizes",
-    "consumer": "the consumer runtime against a raw Kafka read and a naive consumer, one pre-filled topic",
+    "consumer": "the consumer runtime against a raw Kafka read, the effects engine alone, a hand-tuned peer and a naive consumer, one pre-filled topic",
     "e2e": "the whole pipeline, commit to Redis acknowledgement: CDC (Debezium) vs a polling publisher",
 }
 

@@ -92,6 +92,8 @@ def start(handler: Handler, event: Event, fx: Effects, name: str | None = None) 
     coroutine that finishes it (await it, or hand it to :func:`run_awaitable`). The handler's own
     exceptions propagate; a wrong return value raises :class:`HandlerResultError`."""
     result = handler(event, fx)
+    if result is None:  # the common case, first: this runs once per event
+        return None
     if inspect.isawaitable(result):
         return _finish(result, name or handler_name(handler), fx)
     check_result(result, name or handler_name(handler), fx)

@@ -158,8 +158,9 @@ class Pipeline:
         items = self._take(messages)
         if not items:
             return None
+        owing = {tp: state.owed for tp, state in self.partitions.states.items() if state.owed}
         for item in items:
-            owed = self._owed(item)
+            owed = owing[item.tp].get(item.offset) if owing and item.tp in owing else None
             if owed is not None:  # its effect failed earlier; only its dead letter is left to write
                 item.failure = owed
                 continue
@@ -175,24 +176,23 @@ class Pipeline:
 
     def _take(self, messages: list[Message]) -> list[Item]:
         items: list[Item] = []
-        flowing = self.partitions.flowing
+        flowing: dict[TopicPartitionKey, bool] = {}  # asked once per partition and batch
         for msg in messages:
             err = msg.error()
             if err is not None:
                 self._record_error(err)
                 continue
             tp = cast(TopicPartitionKey, (msg.topic(), msg.partition()))  # set on every record without an error
-            if flowing(tp):
+            ok = flowing.get(tp)
+            if ok is None:
+                ok = flowing[tp] = self.partitions.flowing(tp)
+            if ok:
                 items.append(Item(msg, tp, cast(int, msg.offset())))
         if items:
             self.metrics.batch_size.labels(self.group).observe(len(items))
             for topic, count in Counter(i.tp[0] for i in items).items():
                 self._topic(topic)[0].inc(count)
         return items
-
-    def _owed(self, item: Item) -> Failure | None:
-        state = self.partitions.states.get(item.tp)
-        return state.owed.get(item.offset) if state is not None and state.owed else None
 
     def _run_handlers(self, items: list[Item], blocks: Blocks) -> None:
         """Sync handlers in offset order (a transient failure stops its partition there); the async
