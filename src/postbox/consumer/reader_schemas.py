@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from postbox.codec.avro import AvroCodec
+from postbox.consumer.app import ANY
 from postbox.errors import ConfigError, UnknownEventError
 from postbox.resources import SCHEMAS_DIR_ENV, schemas_dir
 from postbox.payloads.check import check_routes
@@ -59,7 +60,7 @@ def checked_codec(app: "App", folder: Path) -> AvroCodec:
     repository = SchemaRepository.load(folder)
     _check_handlers(repository, folder, app.schema_requirements() if app.require_schemas else [])
     _check_reader_versions(repository, folder, app.reader_versions)
-    check_routes(app.routes, reader_schema_lookup(repository, app.reader_versions))
+    check_routes(app.routes, reader_schema_lookup(repository, app.reader_versions), wildcard=ANY)
     return AvroCodec(repository)
 
 

@@ -17,8 +17,6 @@ from postbox.payloads.fit import misfits
 from postbox.payloads.handler import TypedHandler
 from postbox.schemas.repository import EventSchema
 
-ANY = "*"
-
 
 class RouteLike(Protocol):
     """What the check reads of a registration (:class:`postbox.consumer.Route`)."""
@@ -36,14 +34,15 @@ class RouteLike(Protocol):
     def name(self) -> str: ...
 
 
-def check_routes(routes: Iterable[RouteLike], schema_for: Callable[[str, str], EventSchema | None]) -> None:
+def check_routes(routes: Iterable[RouteLike], schema_for: Callable[[str, str], EventSchema | None], wildcard: str) -> None:
     """Raise ConfigError listing every typed handler whose payload class does not fit its schema.
 
     ``schema_for(aggregate_type, event_type)``: the reader schema the consumer decodes into, or
-    None when there is none (a JSON-only event: its payloads are checked as they are built)."""
+    None when there is none (a JSON-only event: its payloads are checked as they are built);
+    ``wildcard``: the app's "any" name (:data:`postbox.consumer.app.ANY`)."""
     problems: list[str] = []
     for route in routes:
-        problems.extend(route_problems(route, schema_for))
+        problems.extend(route_problems(route, schema_for, wildcard))
     if problems:
         raise ConfigError(
             f"{len(problems)} payload annotation(s) do not fit their event's schema:\n  " + "\n  ".join(problems),
@@ -51,7 +50,7 @@ def check_routes(routes: Iterable[RouteLike], schema_for: Callable[[str, str], E
         )
 
 
-def route_problems(route: RouteLike, schema_for: Callable[[str, str], EventSchema | None]) -> list[str]:
+def route_problems(route: RouteLike, schema_for: Callable[[str, str], EventSchema | None], wildcard: str) -> list[str]:
     """One line per misfit of one registration (empty for untyped handlers)."""
     handler = route.handler
     if not isinstance(handler, TypedHandler):
@@ -63,7 +62,7 @@ def route_problems(route: RouteLike, schema_for: Callable[[str, str], EventSchem
     if cls is None:
         return []
     where = f"handler {route.name} ({route.aggregate_type}/{route.event_type})"
-    if ANY in (route.aggregate_type, route.event_type):
+    if wildcard in (route.aggregate_type, route.event_type):
         return [f"{where} reads Event[{cls.__name__}] but is registered for a wildcard, so no schema can be checked: register it for the event types it reads"]
     schema = schema_for(route.aggregate_type, route.event_type)
     if schema is None:
