@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
 
-PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
+from postbox.codec.validate import PRIMITIVES  # the Avro primitive names, defined once
 
 #: (Avro type, logical type or None) -> the Python type the value arrives as.
 SCALAR_TYPES: dict[tuple[str, str | None], type] = {
