@@ -21,7 +21,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from postbox.payloads.avro_types import PRIMITIVES, hint_text, kind_of, resolve, short_name
+from postbox.codec.validate import PRIMITIVES
+from postbox.payloads.avro_types import hint_text, kind_of, resolve, short_name
 from postbox.schemas.repository import EventSchema, SchemaRepository
 
 HEADER = '''"""Payload classes of the events in {source}: one per event type (its latest schema version).
