@@ -5,6 +5,7 @@ hooks before it opened."""
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
@@ -57,3 +58,14 @@ def test_a_failing_startup_hook_exits_1_with_its_name_and_error(settings, unique
     assert "start-up hook tally failed: RuntimeError: tally store unreachable" in output
     assert "Traceback" not in output
     assert hooks.read_text().splitlines() == ["startup journal", "shutdown journal []"]
+
+
+def test_check_lists_the_hooks_without_running_them(settings, tmp_path, monkeypatch):
+    from tests.support.cli import invoke
+
+    hooks = tmp_path / "hooks.log"
+    monkeypatch.setenv("POSTBOX_TEST_HOOK_LOG", str(hooks))
+    code, out = invoke("consume", "tests.apps.lifecycle:app", "--check", "--group", "test-life-check", "--topics", "outbox.event.life")
+    assert code == 0
+    assert json.loads(out)["hooks"] == {"startup": ["journal", "tally"], "shutdown": ["close_journal", "close_tally"]}
+    assert not hooks.exists()  # --check validates; it opens nothing

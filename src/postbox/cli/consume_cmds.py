@@ -63,6 +63,7 @@ def consume(
 
         load_reader_codec(app, config)  # a handler's missing schema is a configuration error here too
         print_json({"app": app_spec, "handlers": [f"{r.aggregate_type}/{r.event_type} -> {r.name}" for r in app.routes],
+                    "hooks": {"startup": list(app.lifecycle.provided), "shutdown": [h.name for h in app.lifecycle.shutdown]},
                     "config": config.describe(), "sources": dict(config.sources)})  # fmt: skip
         return 0
     configure(config.log_format, config.log_level)

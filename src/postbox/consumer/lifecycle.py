@@ -90,7 +90,6 @@ class Lifecycle:
         self.startup: list[Hook] = []
         self.shutdown: list[Hook] = []
         self._resources: dict[str, Any] = {}
-        self._started: list[Hook] = []
         self._running = False
 
     # -- registration ---------------------------------------------------------------------------
@@ -165,7 +164,6 @@ class Lifecycle:
                 raise ConfigError(f"start-up hook {hook.name} returned an awaitable: hooks are synchronous",
                                   fix="define it with `def`, not `async def`")  # fmt: skip
             self._resources[hook.name] = value
-            self._started.append(hook)
             log.info("start-up hook ran: %s", hook.name)
 
     def stop(self) -> None:
@@ -182,7 +180,6 @@ class Lifecycle:
             except Exception:  # noqa: BLE001 - one failing hook must not keep the others from closing
                 log.exception("shutdown hook %s failed", hook.name)
         self._resources.clear()
-        self._started.clear()
         self._running = False
 
     @contextmanager

@@ -20,7 +20,6 @@ from prometheus_client import (
     Counter,
     Gauge,
     Histogram,
-    start_http_server,
 )
 
 import postbox
@@ -90,10 +89,6 @@ class Metrics:
         self.assigned = Gauge("postbox_consumer_assigned_partitions", "Partitions assigned to this process", ["group"], registry=r)
         self.commits = Counter("postbox_consumer_commits", "Offset commits by result", ["group", "result"], registry=r)
         self.rebalances = Counter("postbox_consumer_rebalances", "Partitions assigned/revoked/lost", ["group", "kind"], registry=r)
-
-    def serve(self, port: int, host: str = "127.0.0.1") -> None:
-        """Start the HTTP endpoint in a daemon thread."""
-        start_http_server(port, addr=host, registry=self.registry)
 
     def value(self, name: str, **labels: str) -> float:
         """A sample's current value (0 when absent) — for tests and the bench."""
