@@ -36,7 +36,7 @@ def test_lag_max_lag_and_status_json_trip_while_connect_is_down(settings, pg_con
     read_until(settings.kafka_bootstrap, topic, lambda rs: any(r.event_id == first for r in rs))
     commit_offset(settings.kafka_bootstrap, group, topic, 1)  # the group is caught up: lag 0
 
-    code, healthy = lag_alert(group)
+    code, healthy = lag_alert(group, "--max-slot-lag", str(2**40))
     assert code == 0 and healthy["alerts"] == [], healthy
     status = run_cli("status", "--json")
     assert status.returncode == 0 and json.loads(status.stdout)["healthy"] is True, status.stdout[-2000:]
@@ -52,6 +52,8 @@ def test_lag_max_lag_and_status_json_trip_while_connect_is_down(settings, pg_con
         alerts = " | ".join(outage["alerts"])
         assert "connector postbox-outbox: unreachable" in alerts, alerts
         assert "replication slot postbox_outbox: inactive" in alerts, alerts
+        _, slot_lag = lag_alert(group, "--max-slot-lag", "0")  # the held event's WAL is unconfirmed
+        assert any("--max-slot-lag 0: Debezium is not confirming the WAL" in a for a in slot_lag["alerts"]), slot_lag
         text = run_cli("lag", group, "--max-lag", "0")
         assert text.returncode == 1 and "alert: connector postbox-outbox: unreachable" in text.stderr, text.stderr
 

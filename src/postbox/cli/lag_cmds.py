@@ -34,6 +34,7 @@ def lag(
     topic: Optional[str] = typer.Option(None, "--topic", help="Only this topic."),
     all_topics: bool = typer.Option(False, "--all-topics", help="Include groups' non-outbox topics."),
     max_lag: Optional[int] = typer.Option(None, "--max-lag", min=0, help="Exit 1 when any group's lag exceeds this, or the connector or replication slot is not streaming (for cron alerts; says which check tripped)."),
+    max_slot_lag: Optional[int] = typer.Option(None, "--max-slot-lag", min=0, metavar="BYTES", help="Also exit 1 when the replication slot's lag (WAL Debezium has not confirmed) exceeds this many bytes: a stuck connector that still says RUNNING."),
     output: Optional[OutputFormat] = OutputOpt,
     json_output: bool = JsonAliasOpt,
     kafka_bootstrap: Optional[str] = KafkaOpt,
@@ -52,7 +53,8 @@ def lag(
         groups = group_lag(kafka, [group] if group else None, all_topics=all_topics, topic=topic)
     pipe = pipeline_state(settings.database_url, settings.connect_url, default_connector_name())
     now = now_ms()
-    alerts = max_lag_alerts(groups, pipe, max_lag) if max_lag is not None else []
+    alerting = max_lag is not None or max_slot_lag is not None
+    alerts = max_lag_alerts(groups, pipe, max_lag, max_slot_lag) if alerting else []
     over = max_lag is not None and any(g.total > max_lag for g in groups)
     if fmt is OutputFormat.json:
         print_json({"groups": [g.as_dict(now) for g in groups], **pipe, "max_lag_exceeded": over, "alerts": alerts})

@@ -129,16 +129,19 @@ def pipeline_state(database_url: str, connect_url: str, connector: str | None = 
     return {"slot": slot_status(database_url), "connector": connector_status(connect_url, connector)}
 
 
-def max_lag_alerts(groups: list[GroupLag], pipe: dict[str, Any], max_lag: int) -> list[str]:
+def max_lag_alerts(groups: list[GroupLag], pipe: dict[str, Any], max_lag: int | None, max_slot_lag: int | None = None) -> list[str]:
     """Why `postbox lag --max-lag N` trips, one line per check, empty when none does.
 
     Consumer lag alone misses a CDC outage: with Connect down or the connector failed, Kafka lag
     is 0 while events pile up in the replication slot. So the alert covers the whole path: each
-    group's lag, the connector and its tasks (RUNNING), and the slot (active, its WAL kept)."""
+    group's lag (``max_lag``, when given), the connector and its tasks (RUNNING), the slot (active,
+    its WAL kept) and, with ``max_slot_lag``, the slot's lag in bytes (a connector stuck while it
+    still reports RUNNING)."""
     from postbox.connector import flowing
     from postbox.slot import LOSS_STATES
 
-    tripped = [f"group {g.group}: lag {g.total:,} > --max-lag {max_lag:,}" for g in groups if g.total > max_lag]
+    tripped = [f"group {g.group}: lag {g.total:,} > --max-lag {max_lag:,}" for g in groups
+               if max_lag is not None and g.total > max_lag]  # fmt: skip
     conn = pipe["connector"]
     if not flowing(conn):
         failing = [f"task {t['id']} {t['state']}" for t in conn.get("tasks", []) if t.get("state") != "RUNNING"]
@@ -151,6 +154,10 @@ def max_lag_alerts(groups: list[GroupLag], pipe: dict[str, Any], max_lag: int) -
         tripped.append(f"replication slot {slot.get('name')}: {slot.get('state')}{reason}: nothing streams the outbox's WAL")
     if slot.get("wal_status") in LOSS_STATES:
         tripped.append(f"replication slot {slot.get('name')}: wal_status {slot['wal_status']}: events may never be published")
+    lag_bytes = slot.get("lag_bytes")
+    if max_slot_lag is not None and lag_bytes is not None and lag_bytes > max_slot_lag:
+        tripped.append(f"replication slot {slot.get('name')}: lag {lag_bytes:,} bytes > --max-slot-lag {max_slot_lag:,}: "
+                       "Debezium is not confirming the WAL")  # fmt: skip
     return tripped
 
 
