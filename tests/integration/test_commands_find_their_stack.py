@@ -84,3 +84,15 @@ def test_db_retention_takes_durations_as_every_other_command_does():
     for flag, value in (("--keep", "2 days"), ("--lock-timeout", "0s"), ("--partition-width", "-1d")):
         bad = run_cli("db", "retention", flag, value, "--dry-run", env=bare_env())
         assert bad.returncode == 2 and flag in bad.stderr and "Traceback" not in bad.stderr, (flag, bad.stderr)
+
+
+def test_trace_reads_the_outbox_row_as_the_stack_s_maintenance_role(pg_conn, unique):
+    """`trace` needs a role that may read the outbox (the app role may only insert): with nothing
+    set, the CLI hands it the local stack's postbox_maint (trace.py no longer reads secrets.env)."""
+    from tests.support.outbox_rows import insert_event
+
+    with pg_conn.transaction():
+        event_id = insert_event(pg_conn, f"findstack{unique}", "a-1", "Probe", b"{}")
+    done = run_cli("trace", event_id, "--json", "--no-redis-scan", env=bare_env())
+    outbox = json.loads(done.stdout)["outbox"]
+    assert outbox["state"] == "found" and outbox["source"] == "local stack (postbox_maint)", outbox
