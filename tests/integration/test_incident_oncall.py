@@ -252,10 +252,11 @@ def test_hostile_headers_keys_and_values_are_escaped(capsys, settings, unique):
         "tail tsv": here("tail", topic, "--output", "tsv"),
         "dlq list table": here("dlq", "list", "--topic", topic, "--output", "table"),
         "dlq show by id": here("dlq", "show", f"hostile-{unique}", "--topic", topic),
+        "trace": here("trace", f"hostile-{unique}", "--topic", topic),
     }
     escaped = r"\x1b]0;pwned\x07\x1b[2J"
     for name, done in outputs.items():
-        assert done.returncode == 0, f"{name}: {done.stderr}"
+        assert done.returncode == (1 if name == "trace" else 0), f"{name}: {done.stderr}"  # trace: dead-lettered
         for control in RAW_CONTROLS:
             assert control not in done.stdout + done.stderr, f"{name} printed {control!r} raw:\n{done.stdout!r}"
     assert f"Evil{escaped}" in outputs["tail"].stdout and r"\x9b2J" in outputs["tail"].stdout and r"\u202egnp" in outputs["tail"].stdout
@@ -263,6 +264,7 @@ def test_hostile_headers_keys_and_values_are_escaped(capsys, settings, unique):
     assert r"tab\x09here\x0dcr" in outputs["tail"].stdout
     assert f"boom {escaped}" in outputs["dlq list"].stdout and f"HandlerError:{escaped}" in outputs["dlq list"].stdout
     assert f"boom {escaped}" in outputs["dlq show"].stdout and f"Evil{escaped}" in outputs["dlq show"].stdout
+    assert f"key k{escaped}" in outputs["trace"].stdout and f"boom {escaped}" in outputs["trace"].stdout
 
 
 # -- no tracebacks --------------------------------------------------------------------------------------

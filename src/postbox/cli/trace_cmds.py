@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any, Optional
 
 import typer
-from rich.markup import escape
 
 from postbox.cli.client_options import kafka_client_options, local_stack_env
 from postbox.cli.incident_common import (
@@ -15,13 +14,13 @@ from postbox.cli.incident_common import (
     TtlOpt,
     event_id as parse_event_id,
     group_id,
-    kafka_for,
     marker_ttl as resolve_ttl,
     number,
     progress,
     settings_for,
 )
 from postbox.cli.output import console, print_json
+from postbox.cli.record_output import safe
 
 
 def register(app: typer.Typer) -> None:
@@ -41,25 +40,13 @@ def trace(
     kafka_bootstrap: Optional[str] = KafkaOpt,
     redis_url: Optional[str] = RedisOpt,
 ) -> int:
-    from postbox.incident.redis_state import RedisState
-    from postbox.incident.trace import read_outbox_row, reading_database_url, trace_event
+    from postbox.incident.trace import TraceRequest, run_trace
 
-    eid = parse_event_id(event_id)
-    ttl = resolve_ttl(marker_ttl)
-    settings = settings_for(kafka_bootstrap=kafka_bootstrap, redis_url=redis_url)
-    url, source = reading_database_url(database_url, settings.database_url, local_stack_env().get("POSTBOX_MAINT_DATABASE_URL"))
-    row = read_outbox_row(url, source, eid)
-    state = RedisState(settings.redis_url)
-    try:
-        state.ping()
-        with kafka_for(settings) as kafka:
-            kafka.ping()
-            result = trace_event(
-                eid, kafka=kafka, redis_state=state, outbox=row, topic=topic, groups=list(group or []) or None,
-                marker_ttl=ttl, max_scan=max_scan, scan_redis=not no_redis_scan, progress_factory=progress,
-            )
-    finally:
-        state.close()
+    request = TraceRequest(
+        parse_event_id(event_id), resolve_ttl(marker_ttl), topic=topic, groups=list(group or []) or None, database_url=database_url,
+        local_maint_url=local_stack_env().get("POSTBOX_MAINT_DATABASE_URL"), max_scan=max_scan, scan_redis=not no_redis_scan,
+    )
+    result = run_trace(request, settings_for(kafka_bootstrap=kafka_bootstrap, redis_url=redis_url), progress)
     if json_output:
         print_json(result.as_dict())
     else:
@@ -70,33 +57,36 @@ def trace(
 def _print_outbox(row: dict[str, Any]) -> None:
     if row["state"] == "found":
         committed = f", committed {row['committed_at']}" if row.get("committed_at") else ""
-        console.print(f"  outbox   row in {row['partition']}: {row['aggregate_type']}/{row['aggregate_id']} {row['event_type']},"
+        console.print(f"  outbox   row in {safe(row['partition'])}: {safe(row['aggregate_type'])}/{safe(row['aggregate_id'])} {safe(row['event_type'])},"
                       f" created {row['created_at']}{committed}, {row['payload_bytes']} payload bytes", highlight=False)
     elif row["state"] == "absent":
         console.print("  outbox   no row (removed by retention, or never written)", highlight=False)
     else:
-        console.print(f"  outbox   [yellow]{row['state']}[/]: {escape(row.get('reason', ''))}"
-                      + (f" — {escape(row['fix'])}" if row.get("fix") else ""), highlight=False)
+        console.print(f"  outbox   [yellow]{row['state']}[/]: {safe(row.get('reason', ''))}"
+                      + (f" — {safe(row['fix'])}" if row.get("fix") else ""), highlight=False)
+
+
+_STATUS_COLORS = {"applied": "green", "waiting": "yellow", "dead-lettered": "red", "failed": "red", "consumed-no-marker": "yellow"}
 
 
 def _print_trace(result: Any) -> None:
-    console.print(f"[bold]event {result.event_id}[/]")
+    """The path, one line per stage; every value that came from a record or Redis is terminal-safe."""
+    console.print(f"[bold]event {safe(result.event_id)}[/]", highlight=False)
     _print_outbox(result.outbox)
     rec = result.record
     if rec is not None:
         dup = f" (+{len(result.records) - 1} redelivered copies)" if len(result.records) > 1 else ""
-        console.print(f"  kafka    {rec.topic}[{rec.partition}]@{rec.offset} at {rec.timestamp}, key {rec.key}{dup}", highlight=False)
+        console.print(f"  kafka    {safe(rec.topic)}[{rec.partition}]@{rec.offset} at {rec.timestamp}, key {safe(rec.key_text)}{dup}", highlight=False)
     else:
-        console.print(f"  kafka    not found in {', '.join(result.topics_searched) or 'no topic'} ({result.scanned:,} records searched)", highlight=False)
-    colors = {"applied": "green", "waiting": "yellow", "dead-lettered": "red", "failed": "red", "consumed-no-marker": "yellow"}
+        console.print(f"  kafka    not found in {safe(', '.join(result.topics_searched) or 'no topic')} ({result.scanned:,} records searched)", highlight=False)
     for g in result.groups:
         marker = f", marker {g.marker['key']}" if g.marker else ""
-        console.print(f"  group    {g.group}: [{colors.get(g.status, 'white')}]{g.status}[/] (committed {number(g.committed)},"
-                      f" {g.members} member(s){escape(marker)})", highlight=False, soft_wrap=True)
-        console.print(f"           {escape(g.summary)}", highlight=False, soft_wrap=True)
+        console.print(f"  group    {safe(g.group)}: [{_STATUS_COLORS.get(g.status, 'white')}]{g.status}[/] (committed {number(g.committed)},"
+                      f" {g.members} member(s){safe(marker)})", highlight=False)
+        console.print(f"           {safe(g.summary)}", highlight=False)
     for d in result.dead_letters:
-        console.print(f"  dlq      {d.ref} group {d.group}: {escape(str(d.error_class))}: {escape(str(d.error))}", highlight=False)
+        console.print(f"  dlq      {safe(d.ref)} group {safe(d.group)}: {safe(d.error_class)}: {safe(d.error)}", highlight=False)
     for note in result.notes:
-        console.print(f"  [dim]note: {escape(note)}[/]")
+        console.print(f"  [dim]note: {safe(note)}[/]", highlight=False)
     color = "red" if result.problem else ("yellow" if result.status == "waiting" else "green")
-    console.print(f"[bold {color}]verdict:[/] {escape(result.verdict)}", highlight=False, soft_wrap=True)
+    console.print(f"[bold {color}]verdict:[/] {safe(result.verdict)}", highlight=False)

@@ -30,6 +30,7 @@ from postbox.topics import DLQ_SUFFIX, TOPIC_PREFIX, topic_for
 from postbox.ids import parse_event_id  # noqa: F401 - the one event-id rule, re-exported for the CLI
 from postbox.incident.records import RecordView, iso_ms, render, uuid7_time
 from postbox.incident.redis_state import RedisState, human_duration, iso
+from postbox.settings import Settings
 
 ADMIN_ENV = "POSTBOX_ADMIN_DATABASE_URL"
 MAINT_ENV = "POSTBOX_MAINT_DATABASE_URL"
@@ -180,6 +181,42 @@ class Trace:
             "dead_letters": [d.as_dict() for d in self.dead_letters],
             "notes": self.notes,
         }
+
+
+@dataclass(frozen=True)
+class TraceRequest:
+    """What `postbox trace` was asked (its flags, parsed), so the CLI hands over one value."""
+
+    event_id: str
+    marker_ttl: timedelta
+    topic: str | None = None
+    groups: list[str] | None = None
+    database_url: str | None = None
+    local_maint_url: str | None = None
+    max_scan: int = DEFAULT_MAX_SCAN
+    scan_redis: bool = True
+
+
+def run_trace(
+    request: TraceRequest, settings: Settings,
+    progress_factory: Callable[[str], Callable[[int, int | None], None]] = lambda label: (lambda done, total=None: None),
+) -> Trace:
+    """The whole trace: read the outbox row (with a role that may), then Kafka and Redis; the
+    connections are opened and closed here, so the CLI only parses and renders."""
+    url, source = reading_database_url(request.database_url, settings.database_url, request.local_maint_url)
+    row = read_outbox_row(url, source, request.event_id)
+    state = RedisState(settings.redis_url)
+    try:
+        state.ping()
+        with Kafka(settings.kafka_bootstrap, properties=settings.kafka_properties) as kafka:
+            kafka.ping()
+            return trace_event(
+                request.event_id, kafka=kafka, redis_state=state, outbox=row, topic=request.topic, groups=request.groups,
+                marker_ttl=request.marker_ttl, max_scan=request.max_scan, scan_redis=request.scan_redis,
+                progress_factory=progress_factory,
+            )
+    finally:
+        state.close()
 
 
 def trace_event(
