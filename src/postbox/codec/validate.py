@@ -9,7 +9,7 @@ reported with the dotted path of the field and the offending value.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import date, datetime, time
 from decimal import Decimal
 from typing import Any
@@ -40,28 +40,37 @@ def validate(schema: Any, names: Mapping[str, Any], datum: Any, path: str = "") 
     logical = schema.get("logicalType") if isinstance(schema, dict) else None
     if logical and _logical(logical, schema, datum, path):
         return
-    if kind == "record":
-        _record(schema, names, datum, path)
-    elif kind == "array":
-        if not isinstance(datum, (list, tuple)):
-            raise Invalid(path, datum, f"expected an array (list), got {_type(datum)}")
-        for i, item in enumerate(datum):
-            validate(schema["items"], names, item, f"{path}[{i}]")
-    elif kind == "map":
-        if not isinstance(datum, Mapping):
-            raise Invalid(path, datum, f"expected a map (dict), got {_type(datum)}")
-        for key, value in datum.items():
-            if not isinstance(key, str):
-                raise Invalid(path, key, f"map keys must be strings, got {_type(key)}")
-            validate(schema["values"], names, value, f"{path}[{key!r}]")
-    elif kind == "enum":
-        if datum not in schema["symbols"]:
-            raise Invalid(path, datum, f"expected one of {', '.join(schema['symbols'])}")
-    elif kind == "fixed":
-        if not isinstance(datum, (bytes, bytearray)) or len(datum) != schema["size"]:
-            raise Invalid(path, datum, f"expected exactly {schema['size']} bytes")
+    check = _NAMED_KINDS.get(kind)
+    if check is not None:
+        check(schema, names, datum, path)
     else:
         _primitive(kind, datum, path)
+
+
+def _array(schema: Mapping[str, Any], names: Mapping[str, Any], datum: Any, path: str) -> None:
+    if not isinstance(datum, (list, tuple)):
+        raise Invalid(path, datum, f"expected an array (list), got {_type(datum)}")
+    for i, item in enumerate(datum):
+        validate(schema["items"], names, item, f"{path}[{i}]")
+
+
+def _map(schema: Mapping[str, Any], names: Mapping[str, Any], datum: Any, path: str) -> None:
+    if not isinstance(datum, Mapping):
+        raise Invalid(path, datum, f"expected a map (dict), got {_type(datum)}")
+    for key, value in datum.items():
+        if not isinstance(key, str):
+            raise Invalid(path, key, f"map keys must be strings, got {_type(key)}")
+        validate(schema["values"], names, value, f"{path}[{key!r}]")
+
+
+def _enum(schema: Mapping[str, Any], names: Mapping[str, Any], datum: Any, path: str) -> None:
+    if datum not in schema["symbols"]:
+        raise Invalid(path, datum, f"expected one of {', '.join(schema['symbols'])}")
+
+
+def _fixed(schema: Mapping[str, Any], names: Mapping[str, Any], datum: Any, path: str) -> None:
+    if not isinstance(datum, (bytes, bytearray)) or len(datum) != schema["size"]:
+        raise Invalid(path, datum, f"expected exactly {schema['size']} bytes")
 
 
 def _record(schema: Mapping[str, Any], names: Mapping[str, Any], datum: Any, path: str) -> None:
@@ -79,6 +88,16 @@ def _record(schema: Mapping[str, Any], names: Mapping[str, Any], datum: Any, pat
                 continue
             raise Invalid(where, None, f"is missing (required {_describe(f['type'])}, no default)")
         validate(f["type"], names, datum[f["name"]], where)
+
+
+#: The complex (non-primitive, non-union) kinds, each checked by its own function.
+_NAMED_KINDS: dict[str, Callable[[Mapping[str, Any], Mapping[str, Any], Any, str], None]] = {
+    "record": _record,
+    "array": _array,
+    "map": _map,
+    "enum": _enum,
+    "fixed": _fixed,
+}
 
 
 def _union(branches: list[Any], names: Mapping[str, Any], datum: Any, path: str) -> None:

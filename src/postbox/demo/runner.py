@@ -391,6 +391,29 @@ class Demo:
         proc.start()
 
     # -- watch and drain --------------------------------------------------------------------
+    def _tend_consumers(self, http: httpx.Client) -> None:
+        """Restart a consumer that exited while orders are still placed; scrape each one's metrics."""
+        for name, proc in self.processes.items():
+            if not proc.alive() and not self.stop_placing.is_set():
+                self.note(f"{name} consumer exited (code {proc.exit_code()}); restarting it\n{proc.log_tail(5)}")
+                proc.start()
+            self.metrics[name].update(proc.generation, scrape(http, proc.port))
+
+    def _group_rows(self, snap: Snapshot, totals: dict[str, int], ends: Any, rates: Rates, now: float) -> dict[str, int]:
+        """Fill the view's row of each consumer group; return each group's lag (-1: unknown this round)."""
+        lags: dict[str, int] = {}
+        for name, group in self.scope.groups.items():
+            m = self.metrics[name]
+            try:
+                lags[name] = lag_of(self.kafka, group, GROUP_TOPICS[name], ends)
+            except Exception:  # noqa: BLE001 - shown as unknown this round
+                lags[name] = -1
+            snap.groups[name] = {
+                "applied": totals[name], "rate": rates.add(name, totals[name], now), "lag": lags[name],
+                "duplicates": m.counter("duplicates"), "dead": m.counter("dead_lettered"), "latency": m.latency(),
+            }
+        return lags
+
     def _watch(self, view: View, admin_url: str) -> tuple[list[Check], dict[str, Any]]:
         placer = threading.Thread(target=self._place_orders, name="order-service", daemon=True)
         ready_log = ReadyLog(self.redis)
@@ -414,11 +437,7 @@ class Demo:
                     # chaos triggers on progress, so they land mid-stream whatever the speed
                     while plan and self.placed >= plan[0][0] * self.cfg.orders:
                         self._chaos(plan.pop(0)[1])
-                    for name, proc in self.processes.items():
-                        if not proc.alive() and not self.stop_placing.is_set():
-                            self.note(f"{name} consumer exited (code {proc.exit_code()}); restarting it\n{proc.log_tail(5)}")
-                            proc.start()
-                        self.metrics[name].update(proc.generation, scrape(http, proc.port))
+                    self._tend_consumers(http)
                     ends = self._ends(previous=ends)
                     kafka_total = sum(h - self.start_ends.get(t, {}).get(p, (0, 0))[1] for t in TOPICS for p, (_l, h) in ends[t].items())
                     ready_log.poll()
@@ -426,17 +445,7 @@ class Demo:
                     snap.placed, snap.cancelled = self.placed, self.cancelled
                     snap.place_rate = rates.add("placed", self.placed, now)
                     snap.kafka_total, snap.kafka_rate = kafka_total, rates.add("kafka", kafka_total, now)
-                    lags = {}
-                    for name, group in self.scope.groups.items():
-                        m = self.metrics[name]
-                        try:
-                            lags[name] = lag_of(self.kafka, group, GROUP_TOPICS[name], ends)
-                        except Exception:  # noqa: BLE001 - shown as unknown this round
-                            lags[name] = -1
-                        snap.groups[name] = {
-                            "applied": totals[name], "rate": rates.add(name, totals[name], now), "lag": lags[name],
-                            "duplicates": m.counter("duplicates"), "dead": m.counter("dead_lettered"), "latency": m.latency(),
-                        }
+                    lags = self._group_rows(snap, totals, ends, rates, now)
                     snap.ready, snap.ready_rate = ready_log.ready_now(), rates.add("ready", ready_log.count, now)
                     snap.saga_latency = quantiles(ready_log.latencies)
                     snap.events = self.notes

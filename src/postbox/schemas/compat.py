@@ -164,33 +164,16 @@ class _Resolver:
             return [f"{_where(path)}: the reader's union {_describe(reader)} has no branch for the writer's {_describe(writer)}"]
         r_type, w_type = _kind(reader), _kind(writer)
         if w_type in PRIMITIVES or r_type in PRIMITIVES:
-            if r_type not in PROMOTIONS.get(w_type, {w_type}):
-                return [f"{_where(path)}: the writer's {w_type} cannot be read as {r_type}"]
-            r_logical = reader.get("logicalType") if isinstance(reader, dict) else None
-            w_logical = writer.get("logicalType") if isinstance(writer, dict) else None
-            if r_logical != w_logical and r_logical and w_logical:
-                return [f"{_where(path)}: logical type {w_logical} cannot be read as {r_logical}"]
-            return []
+            return _primitive_problems(reader, writer, r_type, w_type, path)
         if r_type != w_type:
             return [f"{_where(path)}: the writer's {w_type} cannot be read as {r_type}"]
         if r_type == "record":
             return self._record(reader, writer, path)
-        if r_type == "enum":
-            if not _same_name(reader, writer):
-                return [f"{_where(path)}: enum {writer['name']} cannot be read as enum {reader['name']}"]
-            missing = [s for s in writer["symbols"] if s not in reader["symbols"]]
-            if missing and "default" not in reader:
-                return [f"{_where(path)}: the reader's enum {reader['name']} lacks symbol(s) {', '.join(missing)} and has no default"]
-            return []
-        if r_type == "fixed":
-            if not _same_name(reader, writer) or reader["size"] != writer["size"]:
-                return [f"{_where(path)}: fixed {writer['name']}[{writer['size']}] cannot be read as {reader['name']}[{reader['size']}]"]
-            return []
         if r_type == "array":
             return self.check(reader["items"], writer["items"], f"{path}[]")
         if r_type == "map":
             return self.check(reader["values"], writer["values"], f"{path}{{}}")
-        return [f"{_where(path)}: unsupported schema type {r_type}"]  # pragma: no cover
+        return _named_problems(reader, writer, r_type, path)
 
     def _record(self, reader: dict[str, Any], writer: dict[str, Any], path: str) -> list[str]:
         if not _same_name(reader, writer):
@@ -227,6 +210,35 @@ def _same_name(reader: dict[str, Any], writer: dict[str, Any]) -> bool:
 def _short(name: str) -> str:
     """The unqualified name: unqualified names match, as in the spec."""
     return name.rsplit(".", 1)[-1]
+
+def _primitive_problems(reader: Any, writer: Any, r_type: str, w_type: str, path: str) -> list[str]:
+    """A primitive on either side: the writer's type must promote to the reader's, and two declared
+    logical types must agree (one side without a logical type reads as its underlying type)."""
+    if r_type not in PROMOTIONS.get(w_type, {w_type}):
+        return [f"{_where(path)}: the writer's {w_type} cannot be read as {r_type}"]
+    r_logical = reader.get("logicalType") if isinstance(reader, dict) else None
+    w_logical = writer.get("logicalType") if isinstance(writer, dict) else None
+    if r_logical != w_logical and r_logical and w_logical:
+        return [f"{_where(path)}: logical type {w_logical} cannot be read as {r_logical}"]
+    return []
+
+
+def _named_problems(reader: dict[str, Any], writer: dict[str, Any], r_type: str, path: str) -> list[str]:
+    """Enum and fixed: same name; an enum reader knows every writer symbol or has a default; a
+    fixed has the same size."""
+    if r_type == "enum":
+        if not _same_name(reader, writer):
+            return [f"{_where(path)}: enum {writer['name']} cannot be read as enum {reader['name']}"]
+        missing = [s for s in writer["symbols"] if s not in reader["symbols"]]
+        if missing and "default" not in reader:
+            return [f"{_where(path)}: the reader's enum {reader['name']} lacks symbol(s) {', '.join(missing)} and has no default"]
+        return []
+    if r_type == "fixed":
+        if not _same_name(reader, writer) or reader["size"] != writer["size"]:
+            return [f"{_where(path)}: fixed {writer['name']}[{writer['size']}] cannot be read as {reader['name']}[{reader['size']}]"]
+        return []
+    return [f"{_where(path)}: unsupported schema type {r_type}"]  # pragma: no cover
+
 
 
 def _where(path: str) -> str:
