@@ -97,3 +97,19 @@ def transaction(conn: psycopg.Connection[Any] | None = None, *, pipeline: bool =
     else:
         with default_outbox().transaction(conn, pipeline=pipeline) as tx:
             yield tx
+
+
+def __getattr__(name: str) -> Any:
+    """``postbox.outbox.Event`` was renamed :class:`NewEvent` (so ``Event`` names only the delivered
+    event a handler receives); the old name keeps working for a release, with a warning, so a
+    service upgrading postbox does not break on an import."""
+    if name == "Event":
+        import warnings
+
+        warnings.warn(
+            "postbox.outbox.Event is now postbox.outbox.NewEvent; the old name goes away in a later release",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return NewEvent
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
