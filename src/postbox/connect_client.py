@@ -60,6 +60,14 @@ class ConnectorState:
         return None
 
 
+def _path(name: str) -> str:
+    """``/connectors/<name>`` with the name percent-encoded: a name holding ``?``, ``#`` or ``/``
+    must name that connector, not add a query to, or walk out of, another connector's path."""
+    from urllib.parse import quote
+
+    return "/connectors/" + quote(name, safe="")
+
+
 class ConnectClient:
     def __init__(self, url: str, timeout: float = 10.0) -> None:
         self.url = url.rstrip("/")
@@ -98,7 +106,7 @@ class ConnectClient:
         return list(response.json())
 
     def config(self, name: str) -> dict[str, str] | None:
-        response = self._request("GET", f"/connectors/{name}/config")
+        response = self._request("GET", f"{_path(name)}/config")
         if response.status_code == 404:
             return None
         self._raise_for(response, f"reading connector {name}")
@@ -110,12 +118,12 @@ class ConnectClient:
         wanted = {**connector.config, "name": connector.name}
         if current is not None and current == wanted:
             return "unchanged"
-        response = self._request("PUT", f"/connectors/{connector.name}/config", json=connector.config)
+        response = self._request("PUT", f"{_path(connector.name)}/config", json=connector.config)
         self._raise_for(response, f"applying {connector.path}")
         return "created" if current is None else "updated"
 
     def status(self, name: str) -> ConnectorState | None:
-        response = self._request("GET", f"/connectors/{name}/status")
+        response = self._request("GET", f"{_path(name)}/status")
         if response.status_code == 404:
             return None
         self._raise_for(response, f"reading the status of connector {name}")
@@ -128,11 +136,11 @@ class ConnectClient:
         )
 
     def restart(self, name: str, include_tasks: bool = True) -> None:
-        response = self._request("POST", f"/connectors/{name}/restart", params={"includeTasks": str(include_tasks).lower()})
+        response = self._request("POST", f"{_path(name)}/restart", params={"includeTasks": str(include_tasks).lower()})
         self._raise_for(response, f"restarting connector {name}")
 
     def delete(self, name: str) -> bool:
-        response = self._request("DELETE", f"/connectors/{name}")
+        response = self._request("DELETE", _path(name))
         if response.status_code == 404:
             return False
         self._raise_for(response, f"deleting connector {name}")

@@ -277,7 +277,7 @@ ID_COMMANDS = [["trace", "{x}", "--json"], ["dlq", "show", "{x}"], ["tail", "{to
 TIME_COMMANDS = [["tail", "{topic}", "--from", "{x}"], ["tail", "{topic}", "--until", "{x}"], ["dlq", "list", "--since", "{x}"],
                  ["replay", "--group", "{group}", "--to", "{x}"], ["audit", "--since", "{x}"]]
 OFFSET_COMMANDS = [["tail", "{topic}", "--from", "{x}"], ["tail", "{topic}", "--until", "{x}"], ["replay", "--group", "{group}", "--to", "{x}"]]
-EDGE_NAMES = ["", "\x1b[2J", "g" * 300]
+EDGE_NAMES = ["", "\x1b[2J", "g" * 300, "postbox-outbox?x", "postbox-outbox#x", "../connector-plugins"]
 NAME_COMMANDS = [["lag", "{x}"], ["replay", "--group", "{x}", "--to", "earliest"], ["trace", "00000000-0000-7000-8000-000000000000", "--group", "{x}"],
                  ["connector", "status", "--name", "{x}"], ["dlq", "list", "--group", "{x}"], ["tail", "{x}"]]
 EDGE_CASES = ([(c, x) for c in ID_COMMANDS for x in EDGE_IDS] + [(c, x) for c in TIME_COMMANDS for x in EDGE_TIMES]

@@ -25,8 +25,9 @@ def _name(flag: Optional[str]) -> str:
     """--name, else the packaged template's; a name Connect's REST paths cannot carry is a usage error."""
     from postbox.connector import default_connector_name
 
-    if flag is not None and (not flag.strip() or not flag.isprintable()):
-        raise typer.BadParameter(f"{flag!r} is not a connector name (printable, not empty)", param_hint="--name")
+    if flag is not None and (not flag.strip() or not flag.isprintable() or "/" in flag):
+        # Connect's Jetty refuses an encoded '/' in a path (HTTP 400): such a name cannot be addressed
+        raise typer.BadParameter(f"{flag!r} is not a connector name (printable, not empty, no '/')", param_hint="--name")
     return flag or default_connector_name()
 
 
