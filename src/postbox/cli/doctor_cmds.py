@@ -7,7 +7,7 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from postbox.cli.client_options import kafka_client_options
+from postbox.cli.client_options import export_local_stack_env, kafka_client_options
 from postbox.cli.incident_common import ConnectOpt, DbOpt, JsonOpt, KafkaOpt, RedisOpt, settings_for
 from postbox.cli.output import console, print_json
 
@@ -30,6 +30,7 @@ def doctor(
     from postbox.incident.doctor import run_checks
     from postbox.kafka_cluster import Kafka
 
+    export_local_stack_env()  # the durability check reads the stack's declared fsync policy, as consume's does
     settings = settings_for(kafka_bootstrap=kafka_bootstrap, redis_url=redis_url, connect_url=connect_url, database_url=database_url)
     checks = run_checks(settings, default_connector_name(), lambda: Kafka(settings.kafka_bootstrap, properties=settings.kafka_properties))
     failed = [c for c in checks if c.status == "fail"]
