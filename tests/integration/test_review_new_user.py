@@ -24,3 +24,16 @@ def test_doctor_on_the_local_stack_with_nothing_set_finds_redis_durable():
     persistence = checks["redis persistence"]
     assert persistence["status"] == "ok", persistence
 
+
+def test_db_status_piped_prints_whole_partition_names_one_line_each():
+    """Piped, `postbox db status` printed an 80-column box table whose partition names were cut
+    (`outbox_p2026120…`), so none could be pasted into a psql command; like every listing command
+    it prints TSV with full values when stdout is not a terminal, and takes --output."""
+    names = [p["partition"] for p in json.loads(run_cli("db", "status", "--json", env=bare_env()).stdout)]
+    piped = run_cli("db", "status", env=bare_env())
+    assert piped.returncode == 0, piped.stderr
+    lines = piped.stdout.splitlines()
+    assert lines[0].split("\t")[0] == "partition", lines[:2]
+    assert [line.split("\t")[0] for line in lines[1:]] == names
+    table = run_cli("db", "status", "--output", "table", env=bare_env(COLUMNS="200"))
+    assert table.returncode == 0 and all(name in table.stdout for name in names), table.stdout

@@ -7,10 +7,9 @@ from datetime import timedelta
 from typing import Optional
 
 import typer
-from rich.table import Table
 
 from postbox.cli.incident_common import duration
-from postbox.cli.output import console, err_console, print_json
+from postbox.cli.output import Listing, OutputFormat, OutputOpt, console, err_console, output_format, print_json, print_listing
 from postbox.errors import ConfigError
 
 db_app = typer.Typer(help="The outbox in PostgreSQL: setup and retention.", no_args_is_help=True)
@@ -110,7 +109,7 @@ def retention(
     if report.refused:
         console.print(f"• dropped nothing: {report.refused}", highlight=False)
     console.print(f"• purged {report.purged_default_rows} old row(s) from the default partition", highlight=False)
-    _print_partitions(report.partitions)
+    _print_partitions(report.partitions, output_format(None))
     return 0
 
 
@@ -147,6 +146,7 @@ def republish_cmd(
 def status(
     url: Optional[str] = typer.Option(None, "--url", help=f"postbox_maint URL (env {MAINT_ENV}; default: local stack)"),
     as_json: bool = typer.Option(False, "--json", help="print the partitions as JSON"),
+    output: Optional[OutputFormat] = OutputOpt,
 ) -> int:
     """The outbox's partitions, their time ranges and sizes."""
     import psycopg
@@ -165,26 +165,26 @@ def status(
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise OutboxError(f"cannot read the outbox partitions at {redact_url(target)}: {reason}",
                           fix=f"check the database is up and the URL (--url, {MAINT_ENV})") from None
-    if as_json:
+    fmt = output_format(output, as_json)
+    if fmt is OutputFormat.json:
         print_json(parts)
     else:
-        _print_partitions(parts)
+        _print_partitions(parts, fmt)
     return 0
 
 
-def _print_partitions(parts: list[dict]) -> None:
-    table = Table(title="postbox.outbox partitions")
-    for column in ("partition", "from", "to", "rows (est.)", "size"):
-        table.add_column(column)
+def _print_partitions(parts: list[dict], fmt: OutputFormat) -> None:
+    """A table on a terminal, TSV with whole partition names when piped (pasteable into psql)."""
+    listing = Listing("postbox.outbox partitions", ("partition", "from", "to", "rows (est.)", "size"), right=("rows (est.)", "size"))
     for p in parts:
-        table.add_row(
+        listing.add(
             p["partition"],
             "default" if p["is_default"] else str(p["lower_time"]),
             "" if p["is_default"] else str(p["upper_time"]),
-            str(p["estimated_rows"]),
+            p["estimated_rows"],
             f"{p['bytes'] // 1024} KiB",
         )
-    console.print(table)
+    print_listing(listing, fmt)
 
 
 def register(app: typer.Typer) -> None:
