@@ -48,7 +48,8 @@ import redis
 
 from postbox.consumer import invoke
 from postbox.consumer.app import App
-from postbox.consumer.emulated import SchemaGate, SchemasSetting, as_mapping
+from postbox.consumer.emulated import SchemaGate, SchemasSetting
+from postbox.payloads.instance import as_mapping
 from postbox.effects import ApplyResult, Effects, EffectsEngine, EventRef, RoutingKey
 from postbox.events import Event
 from postbox.topics import topic_for

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from postbox.codec.avro import AvroCodec
 from postbox.errors import ConfigError, PayloadError, UnknownEventError
 from postbox.events import Event
+from postbox.payloads.instance import as_mapping
 from postbox.resources import schemas_dir as find_schemas_dir
 from postbox.schemas.repository import SchemaRepository
 
@@ -81,10 +82,3 @@ class SchemaGate:
             ) from None
         decoded = self.codec.decode(value, reader_version=reader_version)
         return dataclasses.replace(event, payload=decoded.payload)
-
-
-def as_mapping(payload: Any) -> Any:
-    """A payload given as a dataclass instance (a generated payload class) → its mapping."""
-    if dataclasses.is_dataclass(payload) and not isinstance(payload, type):
-        return dataclasses.asdict(payload)
-    return payload

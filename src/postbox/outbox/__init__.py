@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -30,6 +30,7 @@ import psycopg
 
 from postbox.outbox.aio import AsyncOutbox, AsyncOutboxTransaction
 from postbox.outbox.policy import Retention
+from postbox.payloads.instance import EventPayload
 from postbox.outbox.rows import EmittedEvent, NewEvent
 from postbox.outbox.trace import current_traceparent, trace_context, validate_traceparent
 from postbox.outbox.uuid7 import uuid7, uuid7_datetime
@@ -73,7 +74,7 @@ def emit(
     aggregate_type: str,
     aggregate_id: str | int | uuid.UUID,
     event_type: str,
-    payload: Mapping[str, Any],
+    payload: EventPayload,
     **kwargs: Any,
 ) -> EmittedEvent:
     """Emit one event in ``conn``'s transaction (see :meth:`Outbox.emit`)."""

@@ -9,7 +9,7 @@ mode the INSERT is queued with the caller's own statements and costs no round tr
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from psycopg import sql
 
 from postbox.codec.avro import AvroCodec
 from postbox.outbox.policy import Retention
+from postbox.payloads.instance import EventPayload
 from postbox.outbox.rows import EmittedEvent, NewEvent, RowFactory
 from postbox.outbox.statements import Statement, fold_into, statements_for
 from postbox.outbox.transaction_check import require_transaction
@@ -57,7 +58,7 @@ class AsyncOutbox:
         aggregate_type: str,
         aggregate_id: str | int | uuid.UUID,
         event_type: str,
-        payload: Mapping[str, Any],
+        payload: EventPayload,
         *,
         version: int | None = None,
         traceparent: str | None = None,
@@ -91,7 +92,7 @@ class AsyncOutbox:
         aggregate_type: str,
         aggregate_id: str | int | uuid.UUID,
         event_type: str,
-        payload: Mapping[str, Any],
+        payload: EventPayload,
         *,
         version: int | None = None,
         traceparent: str | None = None,
@@ -183,7 +184,7 @@ class AsyncOutboxTransaction:
         return await self.connection.execute(query, params, **kwargs)
 
     async def emit(self, aggregate_type: str, aggregate_id: str | int | uuid.UUID, event_type: str,
-             payload: Mapping[str, Any], **kwargs: Any) -> EmittedEvent:
+             payload: EventPayload, **kwargs: Any) -> EmittedEvent:
         return await self.outbox.emit(self.connection, aggregate_type, aggregate_id, event_type, payload, **kwargs)
 
     async def emit_many(self, events: Iterable[NewEvent]) -> list[EmittedEvent]:

@@ -18,6 +18,7 @@ from typing import Any, Mapping
 from postbox.codec.avro import AvroCodec
 from postbox.codec.json_codec import JsonCodec
 from postbox.errors import PayloadError
+from postbox.payloads.instance import EventPayload, as_mapping
 from postbox.outbox.deliverable import aggregate_type_problem, event_type_problem, key_problem
 from postbox.outbox.trace import resolve_traceparent
 from postbox.outbox.uuid7 import uuid7, uuid7_many
@@ -47,7 +48,7 @@ class NewEvent:
     aggregate_type: str
     aggregate_id: str
     event_type: str
-    payload: Mapping[str, Any]
+    payload: EventPayload
     version: int | None = None
     traceparent: str | None = None
 
@@ -107,7 +108,7 @@ class RowFactory:
         aggregate_type: str,
         aggregate_id: str | int | uuid.UUID,
         event_type: str,
-        payload: Mapping[str, Any],
+        payload: EventPayload,
         *,
         version: int | None = None,
         traceparent: str | None = None,
@@ -142,21 +143,22 @@ class RowFactory:
         return rows
 
     def _body(
-        self, aggregate_type: str, event_type: str, payload: Mapping[str, Any], version: int | None
+        self, aggregate_type: str, event_type: str, payload: EventPayload, version: int | None
     ) -> tuple[bytes, int | None]:
         """The payload checked and encoded (Avro or JSON), within the size limit, and its schema version."""
+        fields: Mapping[str, Any] = as_mapping(payload)  # a payload class instance encodes as its fields
         if self.encoding == "avro":
             schema = self.codec.schema_for(aggregate_type, event_type, version)
-            body = self.codec.encode_with(schema, payload)
+            body = self.codec.encode_with(schema, fields)
             schema_version: int | None = schema.version
         else:
-            if not isinstance(payload, Mapping):
+            if not isinstance(fields, Mapping):
                 raise PayloadError(
-                    f"{event_type}: payload must be a mapping, got {type(payload).__name__}",
+                    f"{event_type}: payload must be a mapping, got {type(fields).__name__}",
                     event_type=event_type,
-                    value=payload,
+                    value=fields,
                 )
-            body = self._json.encode(payload)
+            body = self._json.encode(fields)
             schema_version = None
         if len(body) > MAX_PAYLOAD_BYTES:
             raise PayloadError(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ from psycopg import sql
 
 from postbox.codec.avro import AvroCodec
 from postbox.outbox.policy import Retention
+from postbox.payloads.instance import EventPayload
 from postbox.outbox.rows import EmittedEvent, NewEvent, RowFactory
 from postbox.outbox.statements import Statement, fold_into, statements_for
 from postbox.outbox.transaction_check import require_transaction
@@ -58,7 +59,7 @@ class Outbox:
         aggregate_type: str,
         aggregate_id: str | int | uuid.UUID,
         event_type: str,
-        payload: Mapping[str, Any],
+        payload: EventPayload,
         *,
         version: int | None = None,
         traceparent: str | None = None,
@@ -92,7 +93,7 @@ class Outbox:
         aggregate_type: str,
         aggregate_id: str | int | uuid.UUID,
         event_type: str,
-        payload: Mapping[str, Any],
+        payload: EventPayload,
         *,
         version: int | None = None,
         traceparent: str | None = None,
@@ -191,7 +192,7 @@ class OutboxTransaction:
         return self.connection.execute(query, params, **kwargs)
 
     def emit(self, aggregate_type: str, aggregate_id: str | int | uuid.UUID, event_type: str,
-             payload: Mapping[str, Any], **kwargs: Any) -> EmittedEvent:
+             payload: EventPayload, **kwargs: Any) -> EmittedEvent:
         return self.outbox.emit(self.connection, aggregate_type, aggregate_id, event_type, payload, **kwargs)
 
     def emit_many(self, events: Iterable[NewEvent]) -> list[EmittedEvent]:
