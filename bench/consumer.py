@@ -154,14 +154,19 @@ def run_runtime(bootstrap: str, redis_url: str, topic: str, n: int) -> tuple[flo
 
 
 def _progress(m) -> tuple[float, float]:
-    """(records consumed, records applied or skipped as duplicates) of the runtime, in one pass."""
+    """(records consumed, records applied or skipped as duplicates) of the runtime, in one pass.
+
+    Only the three counters it needs: a pass over the whole registry also runs the process
+    collector (it reads /proc), which held the GIL for ~30% of the runtime's wall time (py-spy)."""
     consumed = done = 0.0
-    for metric in m.registry.collect():
-        for sample in metric.samples:
-            if sample.name == "postbox_consumer_events_consumed_total":
-                consumed += sample.value
-            elif sample.name in ("postbox_consumer_events_applied_total", "postbox_consumer_duplicates_skipped_total"):
-                done += sample.value
+    for counter in (m.consumed, m.applied, m.duplicates):
+        for metric in counter.collect():
+            for sample in metric.samples:
+                if sample.name.endswith("_total"):
+                    if counter is m.consumed:
+                        consumed += sample.value
+                    else:
+                        done += sample.value
     return consumed, done
 
 
