@@ -60,6 +60,8 @@ class AvroCodec:
     def __init__(self, repository: SchemaRepository | None = None) -> None:
         self.repository = repository if repository is not None else SchemaRepository.default()
         self._checks: dict[bytes, Check] = {}  # by fingerprint: compiled once, used by every emit
+        #: (writer fingerprint, reader version) → its resolution, found once (the repository is immutable).
+        self._readings: dict[tuple[bytes, int | None], _Reading] = {}
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -127,7 +129,32 @@ class AvroCodec:
         event, else that event's latest version. ``event_type`` (from the Kafka header) is
         checked against the writer schema's, so a mislabelled record is caught, not misread.
         """
-        fp, body = split_single_object(value)
+        if len(value) < HEADER_LEN or value[:2] != MARKER:
+            split_single_object(value)  # raises the DecodeError that says what the bytes are
+        fp = bytes(value[2:HEADER_LEN])
+        reading = self._readings.get((fp, reader_version)) if reader is None else None
+        if reading is None:
+            reading = self._reading(fp, reader, reader_version, event_type)
+        writer = reading.writer
+        if event_type is not None and event_type != writer.event_type:
+            raise DecodeError(
+                f"header says event type {event_type!r} but the payload was written as {writer.label} (fingerprint {fp.hex()})"
+            )
+        buf = io.BytesIO(value)
+        buf.seek(HEADER_LEN)  # read the body in place: no copy of it
+        try:
+            payload = schemaless_reader(buf, writer.parsed, reading.resolve_into)
+        except Exception as exc:
+            raise DecodeError(
+                f"{writer.label} payload ({len(value) - HEADER_LEN} bytes) cannot be read as {reading.reader.label}: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        if buf.tell() != len(value):
+            raise DecodeError(f"{writer.label} payload has {len(value) - buf.tell()} trailing bytes: corrupt or mislabelled")
+        return DecodedEvent(payload, *reading.fields)  # type: ignore[arg-type]
+
+    def _reading(self, fp: bytes, reader: EventSchema | None, reader_version: int | None, event_type: str | None) -> "_Reading":
+        """Resolve (writer, reader) for a fingerprint once; cached unless the reader was given."""
         writer = self.repository.by_fingerprint(fp)
         if writer is None:
             label = f" ({event_type})" if event_type else ""
@@ -135,33 +162,29 @@ class AvroCodec:
                 f"unknown writer schema{label}: fingerprint {fp.hex()} is not in the schema repository",
                 fix="deploy the producer's schemas/ to this consumer (`postbox schemas list` shows known fingerprints)",
             )
-        if event_type is not None and event_type != writer.event_type:
-            raise DecodeError(
-                f"header says event type {event_type!r} but the payload was written as {writer.label} (fingerprint {fp.hex()})"
-            )
+        given = reader is not None
         if reader is None:
             reader = self.repository.get(writer.aggregate_type, writer.event_type, reader_version)
-        buf = io.BytesIO(body)
-        try:
-            if reader.fingerprint == writer.fingerprint:
-                payload = schemaless_reader(buf, writer.parsed, None)
-            else:
-                payload = schemaless_reader(buf, writer.parsed, reader.parsed)
-        except Exception as exc:
-            raise DecodeError(
-                f"{writer.label} payload ({len(body)} bytes) cannot be read as {reader.label}: {type(exc).__name__}: {exc}"
-            ) from exc
-        if buf.tell() != len(body):
-            raise DecodeError(f"{writer.label} payload has {len(body) - buf.tell()} trailing bytes: corrupt or mislabelled")
-        return DecodedEvent(
-            payload=payload,  # type: ignore[arg-type]
-            event_type=writer.event_type,
-            aggregate_type=writer.aggregate_type,
-            encoding="avro",
-            writer_version=writer.version,
-            reader_version=reader.version,
-            fingerprint=fp.hex(),
-        )
+        reading = _Reading(writer, reader)
+        if not given:
+            self._readings[(fp, reader_version)] = reading
+        return reading
+
+
+class _Reading:
+    """How values of one writer fingerprint are read into one reader version, resolved once: the
+    repository lookups and the DecodedEvent fields that do not depend on the value are the same for
+    every record of that (fingerprint, reader version), so the per-record work is fastavro's alone."""
+
+    __slots__ = ("writer", "reader", "resolve_into", "fields")
+
+    def __init__(self, writer: EventSchema, reader: EventSchema) -> None:
+        self.writer = writer
+        self.reader = reader
+        #: The reader schema fastavro resolves into; None (no resolution) when it is the writer's.
+        self.resolve_into: Any = None if reader.fingerprint == writer.fingerprint else reader.parsed
+        #: DecodedEvent's fields after the payload.
+        self.fields = (writer.event_type, writer.aggregate_type, "avro", writer.version, reader.version, writer.fingerprint.hex())
 
 
 def _payload_error(schema: EventSchema, exc: Invalid) -> PayloadError:

@@ -15,7 +15,7 @@ wrong.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 from datetime import datetime, timezone
@@ -137,9 +137,21 @@ def aggregate_from_topic(topic: str) -> str:
     return topic[len(TOPIC_PREFIX):] if topic.startswith(TOPIC_PREFIX) else topic
 
 
-def _headers(raw_headers: Iterable[tuple[str, object]]) -> tuple[dict[str, str], EventHeaders]:
+def _headers(raw_headers: Sequence[tuple[str, object]]) -> tuple[dict[str, str], EventHeaders]:
     """Every header's text (null: ``""``; the last of a repeated name wins) and the router's
-    metadata, each header decoded once."""
+    metadata, each header decoded once. One pass and one dict when no header is null (the
+    router writes none): this runs once per record."""
+    headers: dict[str, str] = {}
+    for key, raw in raw_headers:
+        if raw is None:
+            return _headers_with_nulls(raw_headers)
+        headers[key] = raw.decode("utf-8", "replace") if isinstance(raw, (bytes, bytearray)) else str(raw)
+    return headers, EventHeaders.of_texts(headers)
+
+
+def _headers_with_nulls(raw_headers: Sequence[tuple[str, object]]) -> tuple[dict[str, str], EventHeaders]:
+    """:func:`_headers` when a header is null: it reads as ``""`` but is absent from the metadata
+    (a null ``id`` is a missing id, and a null after a value leaves the value in force)."""
     headers: dict[str, str] = {}
     present: dict[str, str] = {}
     for key, raw in raw_headers:
