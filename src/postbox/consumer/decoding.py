@@ -30,6 +30,7 @@ from postbox.consumer.dlq_record import Failure, Origin, one_line
 from postbox.errors import DecodeError, NoHandlerError, PostboxError, UnknownEventError
 from postbox.effects import EventRef
 from postbox.events import Event
+from postbox.frozen import assemble
 from postbox.ids import event_id_problem
 
 
@@ -79,18 +80,18 @@ class Decoder:
         event_type = decoded.event_type or meta.event_type
         if not event_type:
             raise DecodeError(f"record {origin.where} has no 'event_type' header")
-        return Event(
-            id=meta.event_id,  # type: ignore[arg-type] - checked above
-            aggregate_type=meta.aggregate_type or decoded.aggregate_type or aggregate_hint,
-            aggregate_id=origin.key.decode("utf-8", "replace") if origin.key is not None else "",
-            event_type=event_type,
-            payload=decoded.payload,
-            headers=headers,
-            topic=origin.topic,
-            partition=origin.partition,
-            offset=origin.offset,
-            created_at=parse_created_at(meta.created_at),
-        )
+        return assemble(Event, {  # the id is checked above: Event's __post_init__ has nothing left to check
+            "id": meta.event_id,
+            "aggregate_type": meta.aggregate_type or decoded.aggregate_type or aggregate_hint,
+            "aggregate_id": origin.key.decode("utf-8", "replace") if origin.key is not None else "",
+            "event_type": event_type,
+            "payload": decoded.payload,
+            "headers": headers,
+            "topic": origin.topic,
+            "partition": origin.partition,
+            "offset": origin.offset,
+            "created_at": parse_created_at(meta.created_at),
+        })
 
     def decode(self, origin: Origin, meta: EventHeaders, aggregate_hint: str) -> DecodedEvent:
         """The payload: Avro by fingerprint into the reader version, or JSON held to its schema."""

@@ -1,0 +1,46 @@
+"""The decoder builds each record's Event without Event's generated __init__ (postbox.frozen):
+the result must be the same Event a handler would get from the constructor — every field set,
+equal, frozen — so a field added to Event cannot silently go missing from decoded events."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from datetime import datetime, timezone
+
+import pytest
+
+from postbox.consumer import App
+from postbox.consumer.decoding import Decoder, Routed
+from postbox.consumer.dlq_record import Origin
+from postbox.events import Event
+
+EVENT_ID = "4bf92f35-77b3-4da6-a3ce-929d0e0e4736"
+
+
+def _decoded() -> Event:
+    app = App("g", require_schemas=False)
+    app.handler("order", "OrderPaid")(lambda event, fx: None)
+    headers = [("id", EVENT_ID.encode()), ("event_type", b"OrderPaid"), ("aggregate_type", b"order"),
+               ("created_at", b"2026-12-01T01:40:00.5Z"), ("x-extra", None)]
+    outcome = Decoder(app, None)(Origin("outbox.event.order", 2, 41, b"o-7", json.dumps({"cents": 5}).encode(), headers))
+    assert isinstance(outcome, Routed), outcome
+    return outcome.event
+
+
+def test_a_decoded_event_equals_the_constructed_one_field_for_field() -> None:
+    event = _decoded()
+    assert set(vars(event)) == {f.name for f in dataclasses.fields(Event)}
+    assert event == Event(
+        id=EVENT_ID, aggregate_type="order", aggregate_id="o-7", event_type="OrderPaid", payload={"cents": 5},
+        headers={"id": EVENT_ID, "event_type": "OrderPaid", "aggregate_type": "order",
+                 "created_at": "2026-12-01T01:40:00.5Z", "x-extra": ""},
+        topic="outbox.event.order", partition=2, offset=41,
+        created_at=datetime(2026, 12, 1, 1, 40, 0, 500000, tzinfo=timezone.utc),
+    )  # fmt: skip
+
+
+def test_a_decoded_event_is_frozen() -> None:
+    event = _decoded()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        event.id = "other"  # type: ignore[misc]  # the point: refused at run time
