@@ -411,8 +411,10 @@ class EffectsEngine:
                 size += len(arg)
             args += 3 + len(command.keys) + len(command.args)
         eid = event_id.encode("utf-8")
-        marker = self.layout.marker(eid, ref.tag_bytes)
-        slot = key_slot(marker)
+        tag = ref.tag_bytes
+        marker = self.layout.marker(eid, tag)
+        # The slot matters on a cluster and for the strict check; a single server skips the CRC.
+        slot = key_slot(marker) if self.cluster or self.strict_slots else 0
         if self.strict_slots:
             outside = [k for k in keys if key_slot(k) != slot]
             if outside:
@@ -422,7 +424,7 @@ class EffectsEngine:
                 )  # fmt: skip
         legacy = self._legacy_marker(eid, keys, marker, slot)
         size += 2 * len(marker) + (len(legacy) if legacy else 0)
-        failures = self.layout.failures(ref.tag_bytes)
+        failures = self.layout.failures(tag)
         return _Event(index, event_id, commands, marker, legacy, failures, slot if self.cluster else 0, args, size)
 
     def _legacy_marker(self, eid: bytes, keys: Iterable[bytes], marker: bytes, slot: int) -> bytes | None:

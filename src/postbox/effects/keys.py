@@ -193,6 +193,7 @@ class KeyLayout:
         self.group = group.encode("utf-8")
         self._escaped_group = escape_group(self.group)
         self.slot_aligned = slot_aligned
+        self._shared_failures = b"%s:failures:%s" % (self.namespace, self.group)
 
     def marker(self, event_id: bytes, tag: bytes) -> bytes:
         """The marker of ``event_id`` routed by ``tag`` (any routing tag; made safe here)."""
@@ -209,7 +210,7 @@ class KeyLayout:
     def failures(self, tag: bytes) -> bytes:
         if self.slot_aligned:
             return b"%s:{%s}:failures:%s" % (self.namespace, tag_text(tag), self.group)
-        return b"%s:failures:%s" % (self.namespace, self.group)
+        return self._shared_failures  # one stream for the group: built once, asked once per event
 
     def failures_pattern(self) -> bytes:
         """A SCAN pattern matching every failure stream of this group (both layouts)."""
