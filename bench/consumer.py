@@ -134,8 +134,8 @@ def run_runtime(bootstrap: str, redis_url: str, topic: str, n: int) -> tuple[flo
     start = None
     deadline = time.monotonic() + 300
     try:
-        # One pass over the registry every POLL_S (~200 us each): polling every 2 ms with two
-        # passes took a tenth of the GIL from the runtime it measures.
+        # Three counters read every POLL_S (see _progress): the probe must not take the GIL from the
+        # runtime it measures.
         while time.monotonic() < deadline:
             consumed, done = _progress(m)
             if start is None and consumed > 0:
