@@ -37,3 +37,11 @@ def test_db_status_piped_prints_whole_partition_names_one_line_each():
     assert [line.split("\t")[0] for line in lines[1:]] == names
     table = run_cli("db", "status", "--output", "table", env=bare_env(COLUMNS="200"))
     assert table.returncode == 0 and all(name in table.stdout for name in names), table.stdout
+
+
+def test_retention_dry_run_says_durations_as_they_were_typed():
+    """`postbox db retention --dry-run` said "would ensure partitions 1 day, 0:00:00 wide up to
+    7 days, 0:00:00 ahead" (Python's timedelta text); it says them as the flags take them."""
+    done = run_cli("db", "retention", "--dry-run", "--partition-width", "36h", "--ahead", "7d", "--json", env=bare_env())
+    assert done.returncode == 0, done.stderr
+    assert "(dry run) would ensure partitions 1d 12h wide up to 7d ahead" in json.loads(done.stdout)["created"]

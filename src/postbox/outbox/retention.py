@@ -30,6 +30,7 @@ import psycopg
 from psycopg import sql
 
 from postbox.errors import RetentionError
+from postbox.redelivery import human
 from postbox.slot import LOSS_STATES, SLOT_NAME, read_slot
 
 LOCK_KEY = "postbox.outbox.retention"
@@ -103,7 +104,7 @@ def run_retention(
     confirms within its heartbeat interval); without it a run drops up to the previous run's.
     """
     if keep < timedelta(minutes=1):
-        raise RetentionError(f"keep period {keep} is too short", fix="keep rows at least a few minutes (e.g. --keep 2d)")
+        raise RetentionError(f"keep period {human(keep)} is too short", fix="keep rows at least a few minutes (e.g. --keep 2d)")
     report = RetentionReport(dry_run=dry_run)
     try:
         conn = psycopg.connect(conninfo, autocommit=True)
@@ -133,7 +134,7 @@ def run_retention(
 def _ensure_ahead(conn: psycopg.Connection[Any], report: RetentionReport, width: timedelta, ahead: timedelta,
                   dry_run: bool, attempts: int) -> None:
     if dry_run:
-        report.created.append(f"(dry run) would ensure partitions {width} wide up to {ahead} ahead")
+        report.created.append(f"(dry run) would ensure partitions {human(width)} wide up to {human(ahead)} ahead")
         return
     for line in _retry(attempts, lambda: [
         r[0] for r in conn.execute("SELECT postbox.outbox_ensure_partitions(%s, %s)", (width, ahead)).fetchall()
