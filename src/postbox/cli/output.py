@@ -117,5 +117,6 @@ def print_error(exc: PostboxError) -> None:
 
 
 def _lines(text: str) -> str:
-    """Terminal-safe text that keeps its line breaks (a message may quote what the user typed)."""
-    return "\n".join(printable(line) for line in text.split("\n"))
+    """Terminal-safe text that keeps its line breaks and indentation (a message may quote what the
+    user typed; a driver's hint is indented with a tab, which is harmless on a terminal)."""
+    return "\n".join(printable(line.expandtabs(4)) for line in text.split("\n"))
