@@ -147,7 +147,8 @@ class Partitions:
             self.states[(tp.topic, tp.partition)] = PartitionState(tp.topic, tp.partition)
         self.metrics.rebalances.labels(self.group, "assigned").inc(len(partitions))
         self.refresh_gauges()
-        log_event(log, logging.INFO, "partitions assigned", partitions=show(partitions), total=len(self.states))
+        if partitions:  # the cooperative protocol also calls with nothing new: say only what was added
+            log_event(log, logging.INFO, "partitions assigned", partitions=show(partitions), total=len(self.states))
 
     def on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # The apply in flight is settled first, so every state's ``done`` is final: commit exactly
