@@ -47,7 +47,7 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: tests.support
 
-from confluent_kafka import Consumer, Producer  # noqa: E402
+from confluent_kafka import Consumer, Message, Producer  # noqa: E402
 from fastavro import parse_schema, schemaless_reader  # noqa: E402
 from fastavro.schema import fingerprint, to_parsing_canonical_form  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
@@ -187,19 +187,26 @@ def run_naive(bootstrap: str, client: redis.Redis, topic: str, n: int) -> float:
                 continue
             if start is None:
                 start = time.perf_counter()
-            headers = msg.headers()
-            decoded = decode_record(msg.value(), headers, codec=codec)
-            meta = {k: v.decode() for k, v in headers}
-            event = Event(id=meta["id"], aggregate_type=meta["aggregate_type"], aggregate_id=msg.key().decode(),
-                          event_type=decoded.event_type or meta["event_type"], payload=decoded.payload)
-            fx = Effects()
-            app(event, fx)
+            event, fx = handled(msg, codec, app)
             assert engine.apply_one(app.event_ref(event), fx).applied
             consumer.commit(message=msg, asynchronous=False)
             count += 1
         return count / (time.perf_counter() - start)
     finally:
         consumer.close()
+
+
+def handled(msg: Message, codec: AvroCodec, app: App) -> tuple[Event, Effects]:
+    """One record decoded the plain way (no postbox runtime) and run through the handler: the
+    per-event work the naive loop and the engine-alone input share."""
+    headers = msg.headers()
+    decoded = decode_record(msg.value(), headers, codec=codec)
+    meta = {k: v.decode() for k, v in headers}
+    event = Event(id=meta["id"], aggregate_type=meta["aggregate_type"], aggregate_id=msg.key().decode(),
+                  event_type=decoded.event_type or meta["event_type"], payload=decoded.payload)
+    fx = Effects()
+    app(event, fx)
+    return event, fx
 
 
 def read_events(bootstrap: str, topic: str, n: int, app: App) -> list[tuple[EventRef, Effects]]:
@@ -215,13 +222,7 @@ def read_events(bootstrap: str, topic: str, n: int, app: App) -> list[tuple[Even
             for msg in consumer.consume(1000, 0.5):
                 if msg.error():
                     continue
-                headers = msg.headers()
-                decoded = decode_record(msg.value(), headers, codec=codec)
-                meta = {k: v.decode() for k, v in headers}
-                event = Event(id=meta["id"], aggregate_type=meta["aggregate_type"], aggregate_id=msg.key().decode(),
-                              event_type=decoded.event_type or meta["event_type"], payload=decoded.payload)
-                fx = Effects()
-                app(event, fx)
+                event, fx = handled(msg, codec, app)
                 out.append((app.event_ref(event), fx))
     finally:
         consumer.close()

@@ -21,7 +21,7 @@ import redis
 
 from tests.support.consumers import ConsumerProcess, committed, create_topic, json_event, produce, read_all, wait_for
 from tests.support.kafka import drop_topics
-from tests.support.redis_servers import RedisClusterProcesses
+from tests.support.redis_servers import RedisClusterProcesses, partial_coverage_cluster
 
 pytestmark = pytest.mark.integration
 
@@ -30,14 +30,8 @@ AGGREGATES, ROUNDS = 24, 6
 
 @pytest.fixture
 def cluster() -> Iterator[RedisClusterProcesses]:
-    # Redis's default (full coverage required) makes the other masters refuse every command once
-    # they mark the stopped one failed: no client can keep them flowing (docs/consumer.md).
-    nodes = RedisClusterProcesses(config={"cluster-require-full-coverage": "no"}).start()
-    yield nodes
-    for server in nodes.servers:
-        if server.process is not None:
-            os.kill(server.process.pid, signal.SIGCONT)
-    nodes.stop()
+    with partial_coverage_cluster() as nodes:
+        yield nodes
 
 
 def _seqs(client: redis.RedisCluster, agg_type: str, aggs: list[str]) -> dict[str, list[int]]:

@@ -18,19 +18,15 @@ import pytest
 import redis
 
 from postbox.effects import Effects, EffectsEngine, EventRef, aggregate_keys
-from tests.support.redis_servers import RedisClusterProcesses
+from tests.support.redis_servers import RedisClusterProcesses, partial_coverage_cluster
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
 def cluster() -> Iterator[RedisClusterProcesses]:
-    nodes = RedisClusterProcesses(config={"cluster-require-full-coverage": "no"}).start()
-    yield nodes
-    for server in nodes.servers:
-        if server.process is not None:
-            os.kill(server.process.pid, signal.SIGCONT)
-    nodes.stop()
+    with partial_coverage_cluster() as nodes:
+        yield nodes
 
 
 def _events(client: redis.RedisCluster, n: int, tag: str):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Callable
@@ -98,3 +99,33 @@ def drop_topics(bootstrap: str, *topics: str) -> None:
             future.result(timeout=15)
         except Exception:  # noqa: BLE001 - already gone, or the broker is slow: not the test's verdict
             pass
+
+
+class StandInRecord:
+    """A consumed record of topic ``t`` partition 0 as confluent-kafka hands it to the runtime
+    (the runtime reads nothing else): a JSON ``Counted`` event of aggregate ``a`` carrying its
+    offset as ``seq``, with a fresh event id. For unit tests that drive the pipeline without Kafka."""
+
+    def __init__(self, offset: int) -> None:
+        self._offset = offset
+
+    def error(self) -> None:
+        return None
+
+    def topic(self) -> str:
+        return "t"
+
+    def partition(self) -> int:
+        return 0
+
+    def offset(self) -> int:
+        return self._offset
+
+    def key(self) -> bytes:
+        return b"a"
+
+    def value(self) -> bytes:
+        return json.dumps({"seq": self._offset}).encode()
+
+    def headers(self) -> list[tuple[str, bytes]]:
+        return [("id", str(uuid.uuid4()).encode()), ("event_type", b"Counted"), ("aggregate_type", b"t")]

@@ -13,11 +13,15 @@ no longer has.)
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import redis
@@ -217,3 +221,20 @@ class RedisClusterProcesses:
         for server in self.servers:
             server.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@contextmanager
+def partial_coverage_cluster() -> Iterator[RedisClusterProcesses]:
+    """A 3-master cluster whose masters keep serving while one is down.
+
+    Redis's default (full coverage required) makes the other masters refuse every command once they
+    mark a stopped one failed: no client can keep them flowing (docs/consumer.md). Tests SIGSTOP a
+    master; on the way out every node is SIGCONTed first, so ``stop()`` can end it."""
+    nodes = RedisClusterProcesses(config={"cluster-require-full-coverage": "no"}).start()
+    try:
+        yield nodes
+    finally:
+        for server in nodes.servers:
+            if server.process is not None:
+                os.kill(server.process.pid, signal.SIGCONT)
+        nodes.stop()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import uuid
 from types import SimpleNamespace
 
 import redis
@@ -16,6 +15,7 @@ from postbox.consumer import pipeline
 from postbox.consumer.partition_state import PartitionState
 from postbox.consumer.logs import JsonFormatter
 from postbox.errors import TransientEffectError
+from tests.support.kafka import StandInRecord
 
 
 def test_batch_line_counts_applied_duplicates_failed_and_retried(caplog):
@@ -28,34 +28,6 @@ def test_batch_line_counts_applied_duplicates_failed_and_retried(caplog):
     data = json.loads(JsonFormatter().format(record))
     assert (data["records"], data["applied"], data["duplicates"], data["failed"], data["retried"]) == (5, 1, 1, 1, 2)
     assert data["partitions"] == "t[0]"
-
-
-class _Record:
-    """A consumed Kafka record as confluent-kafka hands it over (the runtime reads nothing else)."""
-
-    def __init__(self, offset: int) -> None:
-        self._offset = offset
-
-    def error(self):
-        return None
-
-    def topic(self) -> str:
-        return "t"
-
-    def partition(self) -> int:
-        return 0
-
-    def offset(self) -> int:
-        return self._offset
-
-    def key(self) -> bytes:
-        return b"a"
-
-    def value(self) -> bytes:
-        return json.dumps({"seq": self._offset}).encode()
-
-    def headers(self):
-        return [("id", str(uuid.uuid4()).encode()), ("event_type", b"Counted"), ("aggregate_type", b"t")]
 
 
 def _runtime_with_one_partition() -> ConsumerRuntime:
@@ -80,7 +52,7 @@ def _batches_logged(level: int, monkeypatch, caplog) -> list[tuple]:
     real = pipeline.log_batch
     monkeypatch.setattr(pipeline, "log_batch", lambda *a: (calls.append(a), real(*a)))
     with caplog.at_level(level, logger="postbox.consumer"):
-        prepared = runtime.pipeline.prepare([_Record(0), _Record(1)])  # type: ignore[list-item]  # stand-in records
+        prepared = runtime.pipeline.prepare([StandInRecord(0), StandInRecord(1)])  # type: ignore[list-item]  # stand-in records
         assert prepared is not None
         runtime.pipeline.launch(prepared)
         assert runtime.pipeline.settle()

@@ -11,9 +11,7 @@ partition whose two records had been applied."""
 
 from __future__ import annotations
 
-import json
 import threading
-import uuid
 
 import redis
 from confluent_kafka import TopicPartition
@@ -23,32 +21,7 @@ from postbox.consumer.partition_state import PartitionState
 from postbox.effects import ApplyResult
 from postbox.effects.durability import Durability
 from postbox.effects.engine import Outcome
-
-
-class _Record:
-    def __init__(self, offset: int) -> None:
-        self._offset = offset
-
-    def error(self):
-        return None
-
-    def topic(self) -> str:
-        return "t"
-
-    def partition(self) -> int:
-        return 0
-
-    def offset(self) -> int:
-        return self._offset
-
-    def key(self) -> bytes:
-        return b"a"
-
-    def value(self) -> bytes:
-        return json.dumps({"seq": self._offset}).encode()
-
-    def headers(self):
-        return [("id", str(uuid.uuid4()).encode()), ("event_type", b"Counted"), ("aggregate_type", b"t")]
+from tests.support.kafka import StandInRecord
 
 
 class SlowEngine:
@@ -91,7 +64,7 @@ def test_a_revoke_waits_for_the_apply_in_flight_and_commits_exactly_what_it_appl
     runtime.partitions.consumer = consumer  # type: ignore[assignment]  # a stand-in recording commits
     runtime.states[("t", 0)] = PartitionState("t", 0)
     try:
-        prepared = runtime.pipeline.prepare([_Record(0), _Record(1)])  # type: ignore[list-item]  # stand-in records
+        prepared = runtime.pipeline.prepare([StandInRecord(0), StandInRecord(1)])  # type: ignore[list-item]  # stand-in records
         assert prepared is not None
         runtime.pipeline.launch(prepared)  # batch N: its apply is now in flight in the worker
         threading.Timer(0.2, engine.release.set).start()
