@@ -67,6 +67,13 @@ class DecodeError(PostboxError):
     """Bytes read from a topic cannot be turned into a payload (a permanent failure: dead-letter it)."""
 
 
+class UnknownEventTypeError(DecodeError):
+    """An Avro record of an event type this consumer has no schema for at all (its writer schema's
+    fingerprint is unknown and so is the type its ``event_type`` header names). Dead-lettered as
+    ``UnknownEventType``, like an event no handler takes: the bytes may be fine, this deployment
+    lacks the type. An unknown fingerprint of a known type stays a plain :class:`DecodeError`."""
+
+
 class PayloadTypeError(DecodeError):
     """A payload cannot be built as the class its handler annotated (``Event[OrderPaid]``): a field
     is missing or of another type. Permanent, like any payload that does not decode: the schema

@@ -13,7 +13,8 @@ class                       kind       meaning
 ==========================  =========  ==================================================
 ``DecodeError``             permanent  the record's bytes cannot be read
 ``SchemaMismatch``          permanent  the writer schema cannot be read into the reader's
-``UnknownEventType``        permanent  no handler for the event's aggregate/event type
+``UnknownEventType``        permanent  no handler for the event's aggregate/event type, or
+                                       no schema here for an Avro event's type
 ``RoutingError``            permanent  routing the event raised
 ``<ExceptionName>``         permanent  the handler raised an error that is permanent at once
 ``HandlerError:<Name>``     permanent  the handler kept raising ``<Name>`` after its retries

@@ -51,6 +51,7 @@ def test_every_bad_record_is_dead_lettered_with_its_reason_and_the_partition_mov
     cases = {  # name → (value, headers, expected class, fragment of the error)
         "not Avro, not JSON": (b"\x00\x01\x02 not an event", headers("Counted"), "DecodeError", "JSON"),
         "unknown fingerprint": (unknown_fp, headers("OrderPlaced"), "DecodeError", "fingerprint"),
+        "Avro of a type with no schema here": (unknown_fp, headers("Mystery"), "UnknownEventType", "no schema for event type 'Mystery'"),
         "truncated Avro body": (avro[: len(avro) // 2], headers("OrderPlaced"), "DecodeError", "OrderPlaced"),
         "JSON that is not JSON": (b'{"seq": 1,', headers("Counted"), "DecodeError", "JSON"),
         "missing id header": (b'{"seq": 1}', headers("Counted", id_header=None), "DecodeError", "no 'id' header"),

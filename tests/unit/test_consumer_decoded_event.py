@@ -44,3 +44,34 @@ def test_a_decoded_event_is_frozen() -> None:
     event = _decoded()
     with pytest.raises(dataclasses.FrozenInstanceError):
         event.id = "other"  # type: ignore[misc]  # the point: refused at run time
+
+
+def _avro_failure(event_type: str):
+    """The decoder's verdict on an Avro record with a fingerprint nobody here knows, labelled ``event_type``."""
+    from postbox.codec import AvroCodec
+    from postbox.consumer.dlq_record import Failure
+    from postbox.schemas import SchemaRepository
+
+    app = App("g", require_schemas=False)
+    app.handler("*", "*")(lambda event, fx: None)
+    value = b"\xc3\x01" + bytes.fromhex("0badc0ffee0ddf00") + b"\x02"
+    headers = [("id", EVENT_ID.encode()), ("event_type", event_type.encode()), ("aggregate_type", b"order")]
+    outcome = Decoder(app, AvroCodec(SchemaRepository.default()))(Origin("outbox.event.order", 0, 7, b"o-7", value, headers))
+    assert isinstance(outcome, Failure), outcome
+    return outcome
+
+
+def test_an_avro_event_whose_type_has_no_local_schema_is_an_unknown_event_type() -> None:
+    # DESIGN's error classes: an event type this consumer has no schema for is UnknownEventType
+    # (not DecodeError: its bytes may be fine, this deployment lacks the type).
+    failure = _avro_failure("Mystery")
+    assert failure.error_class == "UnknownEventType"
+    assert "Mystery" in failure.error and "outbox.event.order[0]@7" in failure.error
+
+
+def test_an_unknown_fingerprint_of_a_known_event_type_stays_a_decode_error() -> None:
+    # OrderPlaced has schemas here: a fingerprint none of them has is a writer version not
+    # deployed here (or corrupt bytes), which is DecodeError.
+    failure = _avro_failure("OrderPlaced")
+    assert failure.error_class == "DecodeError"
+    assert "fingerprint 0badc0ffee0ddf00" in failure.error

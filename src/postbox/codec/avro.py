@@ -17,7 +17,7 @@ from fastavro import schemaless_reader, schemaless_writer
 
 from postbox.codec.compiled_check import Check, compile_check
 from postbox.codec.validate import Invalid, validate
-from postbox.errors import DecodeError, PayloadError
+from postbox.errors import DecodeError, PayloadError, UnknownEventTypeError
 from postbox.schemas.repository import EventSchema, SchemaRepository
 
 MARKER = b"\xc3\x01"
@@ -156,6 +156,11 @@ class AvroCodec:
     def _reading(self, fp: bytes, reader: EventSchema | None, reader_version: int | None, event_type: str | None) -> "_Reading":
         """Resolve (writer, reader) for a fingerprint once; cached unless the reader was given."""
         writer = self.repository.by_fingerprint(fp)
+        if writer is None and event_type and not self.repository.aggregates_of(event_type):
+            raise UnknownEventTypeError(
+                f"no schema for event type {event_type!r} here (writer fingerprint {fp.hex()} unknown too)",
+                fix=f"deploy the producer's schemas/ for {event_type} to this consumer (`postbox schemas list` shows what it has)",
+            )
         if writer is None:
             label = f" ({event_type})" if event_type else ""
             raise DecodeError(

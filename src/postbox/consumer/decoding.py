@@ -8,7 +8,8 @@ restart loop on the same batch (#12.5). Configuration mistakes (a pinned reader 
 not exist) are refused at start-up instead (:mod:`postbox.consumer.reader_schemas`).
 
 Error classes: ``DecodeError`` (the bytes or headers), ``SchemaMismatch`` (a JSON payload its
-event's schema refuses, #12.14), ``UnknownEventType`` (no handler), ``RoutingError`` (an
+event's schema refuses, #12.14), ``UnknownEventType`` (no handler, or an Avro event of a type with
+no schema here), ``RoutingError`` (an
 unexpected error of the app's routing) — each with a message naming the record and what was
 wrong.
 """
@@ -27,7 +28,7 @@ from postbox.codec.validate import Invalid
 from postbox.consumer.app import App, Route
 from postbox.topics import TOPIC_PREFIX
 from postbox.consumer.dlq_record import Failure, Origin, one_line
-from postbox.errors import DecodeError, NoHandlerError, PostboxError, UnknownEventError
+from postbox.errors import DecodeError, NoHandlerError, PostboxError, UnknownEventError, UnknownEventTypeError
 from postbox.effects import EventRef
 from postbox.events import Event
 from postbox.frozen import assemble
@@ -54,6 +55,8 @@ class Decoder:
     def __call__(self, origin: Origin) -> "Routed | Failure":
         try:
             event = self.event(origin)
+        except UnknownEventTypeError as exc:  # a type with no schema here: like one no handler takes
+            return Failure(classes.UNKNOWN_EVENT_TYPE, f"record {origin.where}: {exc.message}")
         except DecodeError as exc:
             return Failure(classes.DECODE_ERROR, exc.message)
         except _SchemaMismatch as exc:
