@@ -2,15 +2,27 @@
 
 Every flag has an environment variable of the same name (``--batch-size`` ↔ ``POSTBOX_BATCH_SIZE``);
 flags win. Start several processes with the same ``--group`` to share the partitions.
+
+``--from SPEC --until SPEC`` makes it a bounded window run instead (:mod:`postbox.consumer.window`):
+the app's partitions are assigned explicitly and read from ``--from`` to ``--until`` (resolved once,
+at start-up), applied through the group's markers, never committed; it exits when every partition
+reached its end, printing one line per partition. ``--until`` needs ``--from`` (a window names both
+ends; ``--from committed`` starts at the group's committed offsets).
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any, Optional
 
 import typer
 
 from postbox.cli.client_options import command_settings, export_local_stack_env, kafka_client_options
+from postbox.consumer.instance import DYNAMIC
+
+#: How long before the marker TTL a window's oldest record is warned about (as `replay --safety-margin`).
+MARKER_MARGIN = timedelta(hours=1)
 
 
 @kafka_client_options
@@ -38,6 +50,9 @@ def consume(
     client_id: Optional[str] = typer.Option(None, "--client-id", help="Kafka client id (POSTBOX_CLIENT_ID)"),
     instance_id: Optional[str] = typer.Option(None, "--instance-id", help="static group member name (POSTBOX_INSTANCE_ID; default/'auto': <host>-<group>-<index>, unique per host; 'none': a dynamic member)"),
     check: bool = typer.Option(False, "--check", help="load the app and validate the configuration, print it, and exit"),
+    start: Optional[str] = typer.Option(None, "--from", help="with --until: a bounded window run from here — beginning | committed (the group's offsets) | last:N | OFFSET | ISO time | duration ago (2h)"),
+    until: Optional[str] = typer.Option(None, "--until", help="end of the window (exclusive): OFFSET | ISO time | duration ago | end (the high watermark at start-up), as kcat -o e@ts; never commits the group's offsets"),
+    partition: Optional[list[int]] = typer.Option(None, "--partition", "-p", min=0, help="with --until: only these partitions (repeatable)"),
 ) -> int:
     """Consume outbox topics with the handlers of MODULE:APP, exactly once per group."""
     from postbox.cli.output import print_json
@@ -57,7 +72,8 @@ def consume(
         session_timeout_ms=session_timeout_ms, max_poll_interval_ms=max_poll_interval_ms,
         schemas_dir=schemas_dir, client_id=client_id, instance_id=instance_id,
     )  # fmt: skip
-    config = config.with_default_instance(app.name)  # unset/auto: claim the per-host static name
+    window = _window_specs(start, until, partition, instance_id)
+    config = config.with_default_instance(app.name) if window is None else replace(config, instance_id=DYNAMIC)
     if check:
         from postbox.consumer.reader_schemas import load_reader_codec
 
@@ -67,7 +83,66 @@ def consume(
                     "config": config.describe(), "sources": dict(config.sources)})  # fmt: skip
         return 0
     configure(config.log_format, config.log_level)
+    if window is not None:
+        return run_window(app, config, settings, *window)
     return ConsumerRuntime(app, config).run()
+
+
+def _window_specs(start: Optional[str], until: Optional[str], partition: Optional[list[int]],
+                  instance_id: Optional[str]) -> Optional[tuple[Any, Any, Optional[list[int]]]]:  # fmt: skip
+    """``(start, end, partitions)`` of a window run, None for a group member; usage errors name the flag."""
+    from postbox.incident.window import check_order, parse_window_end, parse_window_start
+
+    if until is None:
+        if start is not None:
+            raise typer.BadParameter("--from needs --until: a window run names both ends (to move where the group resumes, use `postbox replay`)",
+                                     param_hint="--from")
+        if partition:
+            raise typer.BadParameter("--partition selects a window's partitions: it needs --from and --until", param_hint="--partition")
+        return None
+    if start is None:
+        raise typer.BadParameter("--until needs --from (e.g. --from committed for the group's committed offsets, or --from 2h)", param_hint="--until")
+    if instance_id not in (None, DYNAMIC, "auto"):
+        raise typer.BadParameter("a window run joins no group, so it takes no --instance-id", param_hint="--instance-id")
+    try:
+        begin, end = parse_window_start(start), parse_window_end(until)
+        check_order(begin, end)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--until") from None
+    return begin, end, sorted(set(partition)) if partition else None
+
+
+def run_window(app: Any, config: Any, settings: Any, start: Any, end: Any, partitions: Optional[list[int]]) -> int:
+    """Resolve the window on the app's topics, run it, print one line per partition. Exit 0 when
+    every partition reached its end, :data:`~postbox.consumer.window.EXIT_WINDOW_INCOMPLETE` when it
+    was stopped before, 3 on an engine or configuration error while running."""
+    from postbox.cli.incident_common import kafka_for
+    from postbox.cli.output import err_console
+    from postbox.consumer import ConsumerRuntime
+    from postbox.consumer.window import EXIT_WINDOW_INCOMPLETE, WindowAssignment
+    from postbox.incident.window import check_marker_window, plan_window
+
+    with kafka_for(settings) as kafka:
+        for topic in config.topics:
+            kafka.require_topic(topic)
+        committed = kafka.committed(config.group) if start.kind == "committed" else None
+        plan = plan_window(kafka, list(config.topics), start, end, partitions=partitions, committed=committed)
+        check_marker_window(kafka, plan, config.marker_ttl, MARKER_MARGIN)
+    err_console.print(f"window of group {config.group} {plan.describe()}: {plan.records:,} record(s) on {len(plan.rows)} partition(s)",
+                      highlight=False, markup=False)  # fmt: skip
+    for row in plan.rows:
+        for note in row.notes:
+            err_console.print(f"note: {row.span.topic}[{row.span.partition}]: {note}", highlight=False, markup=False)
+    for problem in plan.problems:
+        err_console.print(f"warning: {problem}", highlight=False, markup=False)
+    window = WindowAssignment(plan.spans)
+    code = ConsumerRuntime(app, config, assignment=window).run()
+    summary = window.summary()
+    for tally, reached in summary:
+        typer.echo(tally.line(reached))
+    if code == 0 and not all(reached for _, reached in summary):
+        return EXIT_WINDOW_INCOMPLETE
+    return code
 
 
 def register(app: typer.Typer) -> None:

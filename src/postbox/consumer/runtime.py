@@ -43,6 +43,7 @@ from postbox import kafka_config
 from postbox.codec import AvroCodec
 from postbox.consumer import health, testhooks, tracing
 from postbox.consumer.app import App
+from postbox.consumer.assignment import Assignment, GroupMembership
 from postbox.consumer.backoff import Backoff
 from postbox.consumer.config import ConsumerConfig
 from postbox.consumer.decoding import Decoder, parse_created_at
@@ -54,7 +55,6 @@ from postbox.consumer.invoke import Invoker
 from postbox.consumer.logs import log_context, log_event
 from postbox.consumer.metrics import Metrics
 from postbox.consumer.partition_state import PartitionState
-from postbox.consumer.partitions import Partitions
 from postbox.consumer.pipeline import Pipeline
 from postbox.errors import ConfigError, EffectEngineError, TransientEffectError
 from postbox.effects import EffectsEngine
@@ -95,7 +95,9 @@ class ConsumerRuntime:
     ``redis_client``: a ``redis.Redis``/``RedisCluster`` with bytes replies (default: from
     ``config.redis_url``). ``install_signals``: handle SIGTERM/SIGINT (main thread only) by
     finishing the batch, committing and leaving the group; otherwise call :meth:`stop`.
-    ``kafka_overrides``: extra librdkafka consumer properties.
+    ``kafka_overrides``: extra librdkafka consumer properties. ``assignment``: where the partitions
+    come from (default: membership of ``config.group``; :mod:`postbox.consumer.window` for a bounded
+    window run, see :mod:`postbox.consumer.assignment`).
     """
 
     def __init__(
@@ -107,12 +109,14 @@ class ConsumerRuntime:
         metrics: Metrics | None = None,
         install_signals: bool = True,
         kafka_overrides: dict[str, Any] | None = None,
+        assignment: Assignment | None = None,
     ) -> None:
         self.app = app
         self.config = config
         self.metrics = metrics or Metrics(config.group)
         self.install_signals = install_signals
         self.kafka_overrides = dict(kafka_overrides or {})
+        self.assignment = assignment or GroupMembership()
         self.redis = redis_client or connect_redis(
             config.redis_url, socket_timeout=10, socket_connect_timeout=5, health_check_interval=30
         )
@@ -125,7 +129,7 @@ class ConsumerRuntime:
         #: Runs handlers; its event loop (async handlers; made on first use) is closed at shutdown.
         self.invoker = Invoker(config.handler_retries, self.backoff, asyncio.Runner(), self._handler_retry,
                                scope=lambda event: event_scope(event, config.group))  # log context, span
-        self.partitions = Partitions(config.group, self.metrics, self.backoff)
+        self.partitions = self.assignment.partitions(config.group, self.metrics, self.backoff)
         #: The decoder is replaced by one with the schema codec once it is loaded at start-up.
         self.pipeline = Pipeline(group=config.group, engine=engine, invoker=self.invoker, partitions=self.partitions,
                                  metrics=self.metrics, decoder=Decoder(app, None), require_durable=config.require_durable,
@@ -194,7 +198,7 @@ class ConsumerRuntime:
         self._wait_for_redis()
         self.pipeline.dead_letters = DeadLetters(cfg.kafka_bootstrap, cfg.group, client_id=self.client_id + "-dlq",
                                                  properties=cfg.kafka_properties)  # fmt: skip
-        self.consumer = self.partitions.consumer = kafka_config.open_client(Consumer, self._kafka_config(), cfg.kafka_properties)
+        self.consumer = self.partitions.consumer = self._open_consumer()
         code = EXIT_OK
         try:
             self._subscribe()
@@ -212,7 +216,7 @@ class ConsumerRuntime:
     def _loop(self) -> None:
         """Until stopped: read and prepare batch N+1 while batch N applies (module docs)."""
         batch_wait_s = self.config.batch_wait_ms / 1000
-        while not self._stop.is_set():
+        while not self._stop.is_set() and not self.assignment.finished():
             self.liveness.beat()  # /healthz: the loop turns
             if self._rejoin is not None:
                 self._rejoin_group()
@@ -229,10 +233,7 @@ class ConsumerRuntime:
 
     def _subscribe(self) -> None:
         assert self.consumer is not None
-        topics = list(self.config.topics)
-        self.consumer.subscribe(topics, on_assign=self.partitions.on_assign, on_revoke=self.partitions.on_revoke,
-                                on_lost=self.partitions.on_lost)  # fmt: skip
-        log_event(log, logging.INFO, "consumer subscribed", group=self.config.group, topics=",".join(topics))
+        self.assignment.start(self.consumer, list(self.config.topics), self.partitions)
 
     def _rejoin_group(self) -> None:
         """Replace the fenced Kafka client with a new one under the same instance id (see
@@ -249,7 +250,7 @@ class ConsumerRuntime:
             log.warning("closing the fenced Kafka client: %s", exc)
         log_event(log, logging.WARNING, "fenced by the broker: rejoining with a new client under the same instance id",
                   instance_id=self.config.static_instance_id, error=detail)  # fmt: skip
-        self.consumer = self.partitions.consumer = kafka_config.open_client(Consumer, self._kafka_config(), self.config.kafka_properties)
+        self.consumer = self.partitions.consumer = self._open_consumer()
         self._subscribe()
 
     def _fenced(self, detail: str) -> None:
@@ -366,6 +367,10 @@ class ConsumerRuntime:
         for sig in (signal.SIGTERM, signal.SIGINT):
             previous[sig] = signal.signal(sig, handler)
         return previous
+
+    def _open_consumer(self) -> Consumer:
+        """The Kafka consumer, configured and made by the assignment strategy."""
+        return kafka_config.open_client(self.assignment.client, self.assignment.configure(self._kafka_config()), self.config.kafka_properties)
 
     def _kafka_config(self) -> dict[str, Any]:
         """The group consumer's librdkafka configuration (:mod:`postbox.kafka_config` owns it)."""

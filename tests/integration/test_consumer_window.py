@@ -1,0 +1,131 @@
+"""#15.1 time windows: `postbox consume MODULE:APP --from SPEC --until SPEC`, a bounded run that
+applies a slice of history through the group's markers and never commits, driven as a subprocess
+against the stack, on records produced by kafka-python (an independent client)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from datetime import datetime, timezone
+
+import pytest
+from kafka import KafkaProducer
+
+from tests.support.consumers import ROOT, ConsumerProcess, committed, create_topic, router_headers, wait_for
+
+pytestmark = pytest.mark.integration
+
+APP = "tests.apps.counting:audited"
+#: The same facts under other keys, in another order: a later deploy of the handler (#12.1).
+APP_CHANGED = "tests.apps.counting:audited_v2"
+
+
+def _produce_timed(bootstrap: str, topic: str, agg: str, count: int, base_ms: int) -> list[tuple[str, int, int]]:
+    """``count`` events with kafka-python, event i at ``base_ms + i s`` on partition i % 2; returns
+    (event id, partition, timestamp) per event."""
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+    sent = []
+    try:
+        futures = []
+        for i in range(count):
+            eid = str(uuid.uuid4())
+            ts = base_ms + i * 1000
+            futures.append(producer.send(topic, key=f"a{i % 4}".encode(), value=f'{{"seq": {i}}}'.encode(),
+                                         headers=router_headers(eid, "Counted", agg), partition=i % 2, timestamp_ms=ts))  # fmt: skip
+            sent.append((eid, i % 2, ts))
+        producer.flush(30)
+        for f in futures:
+            f.get(timeout=30)
+    finally:
+        producer.close(10)
+    return sent
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _consume(settings, app: str, group: str, topic: str, *args: str, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "POSTBOX_REDIS_URL": settings.redis_url, "POSTBOX_KAFKA_BOOTSTRAP": settings.kafka_bootstrap, **(extra_env or {})}
+    return subprocess.run([sys.executable, "-m", "postbox", "consume", app, "--group", group, "--topics", topic, *args],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)  # fmt: skip
+
+
+def _applied(redis_client, agg: str) -> dict[str, int]:
+    """event id → times applied, over the four aggregates (the handlers' per-event counter)."""
+    out: dict[str, int] = {}
+    for i in range(4):
+        for eid, n in redis_client.hgetall(f"{{{agg}:a{i}}}:applied").items():
+            out[eid.decode()] = int(n)
+    return out
+
+
+def _summary(stdout: str, topic: str) -> dict[int, str]:
+    return {int(line.split("[", 1)[1].split("]", 1)[0]): line for line in stdout.splitlines() if line.startswith(topic + "[")}
+
+
+def test_window_applies_its_slice_once_and_a_changed_handler_meets_the_markers(settings, redis_client, unique):
+    agg = f"win{unique}"
+    topic = f"outbox.event.{agg}"
+    group = f"test-window-{unique}"
+    create_topic(settings.kafka_bootstrap, topic, 2)
+    base = int(time.time() * 1000) - 3_600_000
+    sent = _produce_timed(settings.kafka_bootstrap, topic, agg, 24, base)
+
+    # events 6..17 by time: 6 on each partition; the end is exclusive (event 18 is not applied)
+    first = _consume(settings, APP, group, topic, "--from", _iso(base + 6000), "--until", _iso(base + 18000))
+    assert first.returncode == 0, first.stderr[-3000:]
+    lines = _summary(first.stdout, topic)
+    assert lines[0] == f"{topic}[0] offsets 3..8: applied 6, duplicate 0, dead-lettered 0"
+    assert lines[1] == f"{topic}[1] offsets 3..8: applied 6, duplicate 0, dead-lettered 0"
+    applied = _applied(redis_client, agg)
+    assert applied == {eid: 1 for eid, _, _ in sent[6:18]}
+
+    # a later deploy of the handler replays the whole topic: the 12 events applied meet their markers
+    second = _consume(settings, APP_CHANGED, group, topic, "--from", "beginning", "--until", "end")
+    assert second.returncode == 0, second.stderr[-3000:]
+    lines = _summary(second.stdout, topic)
+    for p in (0, 1):
+        assert lines[p] == f"{topic}[{p}] offsets 0..11: applied 6, duplicate 6, dead-lettered 0"
+    assert _applied(redis_client, agg) == {eid: 1 for eid, _, _ in sent}
+    assert redis_client.hget(f"{{{agg}}}:v2:tally", "n") == b"12"  # only the new handler's own applies
+
+    # the group's offsets were never touched, and nothing was committed under the window's client group
+    assert set(committed(settings.kafka_bootstrap, group, topic, 2).values()) == {-1001}
+    assert set(committed(settings.kafka_bootstrap, group + ".window", topic, 2).values()) == {-1001}
+
+
+def test_window_beside_the_live_group_applies_every_event_exactly_once(settings, redis_client, unique, tmp_path):
+    agg = f"winlive{unique}"
+    topic = f"outbox.event.{agg}"
+    group = f"test-window-live-{unique}"
+    create_topic(settings.kafka_bootstrap, topic, 2)
+    sent = _produce_timed(settings.kafka_bootstrap, topic, agg, 240, int(time.time() * 1000) - 600_000)
+    # the live group is slow (40 ms an event, ~10 s in all): the window starts after it began and ends before it is done
+    env = {"POSTBOX_REDIS_URL": settings.redis_url, "POSTBOX_KAFKA_BOOTSTRAP": settings.kafka_bootstrap, "POSTBOX_TEST_SLEEP_MS": "40"}
+    live = ConsumerProcess(APP, env, tmp_path / "live.log", ["--group", group, "--topics", topic, "--batch-size", "10"])
+    try:
+        wait_for(lambda: 20 <= sum(max(0, o) for o in committed(settings.kafka_bootstrap, group, topic, 2).values()), 90,
+                 "the live group under way")  # fmt: skip
+        window = _consume(settings, APP, group, topic, "--from", "beginning", "--until", "end", "--batch-size", "20")
+        live_progress = sum(max(0, o) for o in committed(settings.kafka_bootstrap, group, topic, 2).values())
+        assert window.returncode == 0, window.stderr[-3000:]
+        wait_for(lambda: sum(committed(settings.kafka_bootstrap, group, topic, 2).values()) == 240, 90, "the live group done")
+        assert live.alive(), live.output()
+        during = live.log_path.read_text()  # the live group's log up to now (before its own shutdown)
+        assert live.terminate() == 0
+    finally:
+        live.close()
+    assert live_progress < 240, "the live group finished before the window did: they did not overlap"
+    counts = {"applied": 0, "duplicate": 0}
+    for line in _summary(window.stdout, topic).values():
+        counts["applied"] += int(line.split("applied ")[1].split(",")[0])
+        counts["duplicate"] += int(line.split("duplicate ")[1].split(",")[0])
+    assert counts["applied"] + counts["duplicate"] == 240
+    assert counts["duplicate"] >= 20  # it met the live group's markers
+    assert counts["applied"] > 0  # and applied what the live group had not reached (which the live group then skips)
+    assert _applied(redis_client, agg) == {eid: 1 for eid, _, _ in sent}  # exactly once, whoever applied it
+    assert during.count("partitions assigned") == 1 and "revoked" not in during and "lost" not in during  # the window caused no rebalance
