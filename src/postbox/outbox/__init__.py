@@ -21,17 +21,16 @@ policy from ``POSTBOX_OUTBOX_RETENTION``); build your own Outbox/AsyncOutbox to 
 from __future__ import annotations
 
 import threading
-import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Unpack
 
 import psycopg
 
 from postbox.outbox.aio import AsyncOutbox, AsyncOutboxTransaction
 from postbox.outbox.policy import Retention
 from postbox.payloads.instance import EventPayload
-from postbox.outbox.rows import EmittedEvent, NewEvent
+from postbox.outbox.rows import AggregateId, EmitOptions, EmittedEvent, NewEvent
 from postbox.outbox.trace import current_traceparent, trace_context, validate_traceparent
 from postbox.outbox.uuid7 import uuid7, uuid7_datetime
 from postbox.outbox.writer import Outbox, OutboxTransaction
@@ -39,6 +38,7 @@ from postbox.outbox.writer import Outbox, OutboxTransaction
 __all__ = [
     "AsyncOutbox",
     "AsyncOutboxTransaction",
+    "EmitOptions",
     "EmittedEvent",
     "NewEvent",
     "Outbox",
@@ -69,16 +69,10 @@ def default_outbox() -> Outbox:
         return _default
 
 
-def emit(
-    conn: psycopg.Connection[Any],
-    aggregate_type: str,
-    aggregate_id: str | int | uuid.UUID,
-    event_type: str,
-    payload: EventPayload,
-    **kwargs: Any,
-) -> EmittedEvent:
+def emit(conn: psycopg.Connection[Any], aggregate_type: str, aggregate_id: AggregateId, event_type: str,
+         payload: EventPayload, **options: Unpack[EmitOptions]) -> EmittedEvent:
     """Emit one event in ``conn``'s transaction (see :meth:`Outbox.emit`)."""
-    return default_outbox().emit(conn, aggregate_type, aggregate_id, event_type, payload, **kwargs)
+    return default_outbox().emit(conn, aggregate_type, aggregate_id, event_type, payload, **options)
 
 
 def emit_many(conn: psycopg.Connection[Any], events: Iterable[NewEvent]) -> list[EmittedEvent]:

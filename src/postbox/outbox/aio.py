@@ -1,163 +1,74 @@
-"""The asynchronous outbox writer (psycopg 3 AsyncConnection): the same API as writer.py, awaited.
+"""The asyncio outbox writer, on a psycopg ``AsyncConnection``: :mod:`postbox.outbox.writer`'s API, awaited.
 
-``emit`` runs inside the caller's transaction: it validates and encodes first (raising before any
-SQL, so the transaction stays usable), then sends one INSERT. If the connection is in pipeline
-mode the INSERT is queued with the caller's own statements and costs no round trip of its own;
-:meth:`Outbox.transaction` sets that up for code that does not manage its own transaction.
+Planning (checks, encoding, the statements) is the same code as the sync writer's
+(:class:`~postbox.outbox.core.OutboxCore`, where the API is documented once); only the sending is
+awaited here.
 """
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator, Iterable, Sequence
-from contextlib import asynccontextmanager
-from pathlib import Path
-from typing import Any
+from contextlib import asynccontextmanager, nullcontext
+from typing import Any, Unpack
 
 import psycopg
 from psycopg import sql
 
-from postbox.codec.avro import AvroCodec
-from postbox.outbox.policy import Retention
+from postbox.outbox.core import AggregateId, EmitOptions, OutboxCore, Plan, TransactionHandle
+from postbox.outbox.rows import EmittedEvent, NewEvent
 from postbox.payloads.instance import EventPayload
-from postbox.outbox.rows import EmittedEvent, NewEvent, RowFactory
-from postbox.outbox.statements import Statement, fold_into, statements_for
-from postbox.outbox.transaction_check import require_transaction
-from postbox.outbox.write_errors import SETUP_ERRORS, setup_error
+
+AsyncConnection = psycopg.AsyncConnection[Any]
 
 
-class AsyncOutbox:
-    """Writes events into ``postbox.outbox`` on a psycopg AsyncConnection.
+class AsyncOutbox(OutboxCore[AsyncConnection]):
+    """Writes events into ``postbox.outbox`` on a psycopg ``AsyncConnection`` (see :class:`OutboxCore`)."""
 
-    One Outbox is cheap and thread-safe for ``emit``/``emit_many`` on connections the caller
-    passes. ``transaction()`` without a connection uses one connection the Outbox opens itself
-    (from ``conninfo``, else ``POSTBOX_DATABASE_URL``); use that form from one thread at a time.
-    ``schemas_dir`` names the event schemas folder (default ``POSTBOX_SCHEMAS_DIR``, else
-    ``./schemas``); ``codec`` instead hands over a loaded repository.
-    """
+    async def emit(self, conn: AsyncConnection, aggregate_type: str, aggregate_id: AggregateId, event_type: str,
+                   payload: EventPayload, **options: Unpack[EmitOptions]) -> EmittedEvent:
+        """Awaitable :meth:`Outbox.emit <postbox.outbox.writer.Outbox.emit>`."""
+        plan = self.plan_emit(aggregate_type, aggregate_id, event_type, payload, options)
+        await self._send(conn, plan)
+        return plan.events[0]
 
-    def __init__(
-        self,
-        conninfo: str | None = None,
-        *,
-        codec: AvroCodec | None = None,
-        retention: Retention | str | None = None,
-        encoding: str = "avro",
-        schemas_dir: Path | str | None = None,
-    ) -> None:
-        self.conninfo = conninfo
-        self.retention = Retention.parse(retention)
-        self.rows = RowFactory(codec, encoding=encoding, schemas_dir=schemas_dir)
-        self._conn: psycopg.AsyncConnection[Any] | None = None
+    async def emit_many(self, conn: AsyncConnection, events: Iterable[NewEvent]) -> list[EmittedEvent]:
+        """Awaitable :meth:`Outbox.emit_many <postbox.outbox.writer.Outbox.emit_many>`."""
+        plan = self.plan_many(events)
+        if plan.statements:
+            await self._send(conn, plan)
+        return plan.events
 
-    # -- single events -----------------------------------------------------------------------
-
-    async def emit(
-        self,
-        conn: psycopg.AsyncConnection[Any],
-        aggregate_type: str,
-        aggregate_id: str | int | uuid.UUID,
-        event_type: str,
-        payload: EventPayload,
-        *,
-        version: int | None = None,
-        traceparent: str | None = None,
-        event_id: uuid.UUID | None = None,
-    ) -> EmittedEvent:
-        """Write one event in ``conn``'s current transaction; returns its id and topic."""
-        row = self.rows.prepare(
-            aggregate_type, aggregate_id, event_type, payload,
-            version=version, traceparent=traceparent, event_id=event_id,
-        )
-        await self._send(conn, statements_for([row], self.retention))
-        return row.event
-
-    async def emit_many(self, conn: psycopg.AsyncConnection[Any], events: Iterable[NewEvent]) -> list[EmittedEvent]:
-        """Write many events in ``conn``'s current transaction, in order.
-
-        Every event is validated and encoded before the first is sent. The batch goes as one
-        INSERT of binary arrays per chunk of up to 5,000 events (one round trip), never COPY:
-        each event stays its own WAL record, which Debezium needs (dbz#1554).
-        """
-        rows = self.rows.prepare_many(events)
-        if rows:
-            await self._send(conn, statements_for(rows, self.retention))
-        return [r.event for r in rows]
-
-    async def execute_and_emit(
-        self,
-        conn: psycopg.AsyncConnection[Any],
-        query: str | sql.Composable,
-        params: Sequence[Any] | None,
-        aggregate_type: str,
-        aggregate_id: str | int | uuid.UUID,
-        event_type: str,
-        payload: EventPayload,
-        *,
-        version: int | None = None,
-        traceparent: str | None = None,
-        event_id: uuid.UUID | None = None,
-    ) -> tuple[psycopg.AsyncCursor[Any], EmittedEvent]:
-        """Run the caller's statement with the event's INSERT folded into it: one statement.
-
-        ``query`` (one SELECT/INSERT/UPDATE/DELETE with positional placeholders) becomes
-        ``WITH postbox_event AS (INSERT INTO postbox.outbox ...) <query>``; the returned cursor
-        holds the query's own results. The payload is checked before any SQL, as in ``emit``.
-        """
-        row = self.rows.prepare(
-            aggregate_type, aggregate_id, event_type, payload,
-            version=version, traceparent=traceparent, event_id=event_id,
-        )
+    async def execute_and_emit(self, conn: AsyncConnection, query: str | sql.Composable, params: Sequence[Any] | None,
+                               aggregate_type: str, aggregate_id: AggregateId, event_type: str, payload: EventPayload,
+                               **options: Unpack[EmitOptions]) -> tuple[psycopg.AsyncCursor[Any], EmittedEvent]:
+        """Awaitable :meth:`Outbox.execute_and_emit <postbox.outbox.writer.Outbox.execute_and_emit>`."""
         text = query if isinstance(query, str) else query.as_string(conn)
-        cur = await self._send(conn, fold_into(text, params, row, self.retention))
-        return cur, row.event
+        plan = self.plan_folded(text, params, aggregate_type, aggregate_id, event_type, payload, options)
+        return await self._send(conn, plan), plan.events[0]
 
-    async def _send(self, conn: psycopg.AsyncConnection[Any], statements: Sequence[Statement]) -> psycopg.AsyncCursor[Any]:
-        """Send ``statements`` in the caller's transaction; the cursor holds the first one's results."""
-        require_transaction(conn)
-        try:
-            cur = conn.cursor()
-            if len(statements) == 1:
-                await cur.execute(*statements[0], prepare=True)
-                return cur
-            async with conn.pipeline():  # several statements travel together: one round trip
-                await cur.execute(*statements[0], prepare=True)
-                async with conn.cursor() as more:
-                    for query, params in statements[1:]:
-                        await more.execute(query, params, prepare=True)
+    async def _send(self, conn: AsyncConnection, plan: Plan) -> psycopg.AsyncCursor[Any]:
+        first, *more = plan.statements
+        with self.sending(conn):
+            async with conn.pipeline() if more else nullcontext():
+                cur = await conn.execute(*first, prepare=True)
+                for statement in more:
+                    await conn.execute(*statement, prepare=True)
             return cur
-        except SETUP_ERRORS as exc:
-            raise setup_error(exc, conn.info.user, self.retention) from exc
-
-    # -- unit of work --------------------------------------------------------------------------
 
     @asynccontextmanager
     async def transaction(
-        self, conn: psycopg.AsyncConnection[Any] | None = None, *, pipeline: bool = True
+        self, conn: AsyncConnection | None = None, *, pipeline: bool = True
     ) -> AsyncIterator["AsyncOutboxTransaction"]:
-        """One database transaction holding business statements and events.
-
-        Commits when the block ends, rolls back if it raises. With ``pipeline=True`` (default)
-        the statements, the outbox INSERTs and the COMMIT travel together: psycopg spends one
-        round trip on BEGIN and one on everything else, whatever the number of statements.
-        """
+        """Awaitable :meth:`Outbox.transaction <postbox.outbox.writer.Outbox.transaction>`."""
         conn = conn if conn is not None else await self._own_connection()
-        if pipeline:
-            async with conn.pipeline(), conn.transaction():
-                yield AsyncOutboxTransaction(self, conn)
-        else:
-            async with conn.transaction():
-                yield AsyncOutboxTransaction(self, conn)
+        async with conn.pipeline() if pipeline else nullcontext(), conn.transaction():
+            yield AsyncOutboxTransaction(self, conn)
 
-    async def _own_connection(self) -> psycopg.AsyncConnection[Any]:
-        if self._conn is None or self._conn.closed or self._conn.broken:
-            conninfo = self.conninfo
-            if conninfo is None:
-                from postbox.settings import Settings
-
-                conninfo = Settings.load().database_url
-            self._conn = await psycopg.AsyncConnection.connect(conninfo)
-        return self._conn
+    async def _own_connection(self) -> AsyncConnection:
+        conn = self._reusable_connection()
+        if conn is None:
+            conn = self._conn = await psycopg.AsyncConnection.connect(self._own_conninfo())
+        return conn
 
     async def close(self) -> None:
         """Close the connection ``transaction()`` opened, if any."""
@@ -172,20 +83,18 @@ class AsyncOutbox:
         await self.close()
 
 
-class AsyncOutboxTransaction:
-    """The handle ``Outbox.transaction()`` yields: run SQL and emit events in one transaction."""
-
-    def __init__(self, outbox: AsyncOutbox, conn: psycopg.AsyncConnection[Any]) -> None:
-        self.outbox = outbox
-        self.connection = conn
+class AsyncOutboxTransaction(TransactionHandle[AsyncOutbox, AsyncConnection]):
+    """The handle ``AsyncOutbox.transaction()`` yields: awaitable ``execute``, ``emit`` and ``emit_many``."""
 
     async def execute(self, query: Any, params: Any = None, **kwargs: Any) -> psycopg.AsyncCursor[Any]:
-        """Run a business statement (fetching its rows syncs the pipeline, as in psycopg)."""
+        """Awaitable :meth:`OutboxTransaction.execute <postbox.outbox.writer.OutboxTransaction.execute>`."""
         return await self.connection.execute(query, params, **kwargs)
 
-    async def emit(self, aggregate_type: str, aggregate_id: str | int | uuid.UUID, event_type: str,
-             payload: EventPayload, **kwargs: Any) -> EmittedEvent:
-        return await self.outbox.emit(self.connection, aggregate_type, aggregate_id, event_type, payload, **kwargs)
+    async def emit(self, aggregate_type: str, aggregate_id: AggregateId, event_type: str, payload: EventPayload,
+                   **options: Unpack[EmitOptions]) -> EmittedEvent:
+        """Awaitable :meth:`OutboxTransaction.emit <postbox.outbox.writer.OutboxTransaction.emit>`."""
+        return await self.outbox.emit(self.connection, aggregate_type, aggregate_id, event_type, payload, **options)
 
     async def emit_many(self, events: Iterable[NewEvent]) -> list[EmittedEvent]:
+        """Awaitable :meth:`OutboxTransaction.emit_many <postbox.outbox.writer.OutboxTransaction.emit_many>`."""
         return await self.outbox.emit_many(self.connection, events)

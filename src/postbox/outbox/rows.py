@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from collections.abc import Iterable
-from typing import Any, Mapping
+from typing import Any, Mapping, TypedDict, Unpack
 
 from postbox.codec.avro import AvroCodec
 from postbox.codec.json_codec import JsonCodec
@@ -39,6 +39,26 @@ MAX_PAYLOAD_ENV = "POSTBOX_MAX_PAYLOAD_BYTES"
 #: leaving room for the key and the router's headers.
 MAX_PAYLOAD_BYTES = int(os.environ.get(MAX_PAYLOAD_ENV) or 1_000_000)
 DELETE_SQL = sql_text("delete.sql")
+
+
+#: What an aggregate id may be given as (it is sent as its string: the Kafka key).
+AggregateId = str | int | uuid.UUID
+
+
+class EmitOptions(TypedDict, total=False):
+    """The keyword options of an emit (``emit``, ``execute_and_emit``, sync and async), all optional.
+
+    ``version``: the schema version to encode the payload with (default: the event's latest), for a
+    producer that must keep writing an older version while its consumers catch up.
+    ``traceparent``: the W3C trace context to record (default: :func:`~postbox.outbox.trace_context`'s,
+    else the current OpenTelemetry span's, else none); it travels in the ``traceparent`` header.
+    ``event_id``: the event's id (default: a new UUIDv7), for a caller that must know it before the
+    emit; it must be unique, and a UUIDv7 to land in the partition of its time.
+    """
+
+    version: int | None
+    traceparent: str | None
+    event_id: uuid.UUID | None
 
 
 @dataclass(frozen=True)
@@ -103,21 +123,16 @@ class RowFactory:
             self._codec = AvroCodec(repository)
         return self._codec
 
-    def prepare(
-        self,
-        aggregate_type: str,
-        aggregate_id: str | int | uuid.UUID,
-        event_type: str,
-        payload: EventPayload,
-        *,
-        version: int | None = None,
-        traceparent: str | None = None,
-        event_id: uuid.UUID | None = None,
-    ) -> PreparedRow:
+    def prepare(self, aggregate_type: str, aggregate_id: AggregateId, event_type: str, payload: EventPayload,
+                **options: Unpack[EmitOptions]) -> PreparedRow:
+        """One event as its outbox row; raises (naming what is wrong) before anything is sent."""
+        if options and not options.keys() <= _OPTION_NAMES:
+            _refuse_unknown_options(options)
         key = _key(aggregate_type, aggregate_id, event_type)
-        body, schema_version = self._body(aggregate_type, event_type, payload, version)
+        body, schema_version = self._body(aggregate_type, event_type, payload, options.get("version"))
+        event_id = options.get("event_id")
         return _row(event_id if event_id is not None else uuid7(), aggregate_type, key, event_type,
-                    schema_version, resolve_traceparent(traceparent), body)
+                    schema_version, resolve_traceparent(options.get("traceparent")), body)
 
     def prepare_event(self, event: NewEvent) -> PreparedRow:
         return self.prepare(
@@ -172,7 +187,17 @@ class RowFactory:
         return body, schema_version
 
 
-def _key(aggregate_type: str, aggregate_id: str | int | uuid.UUID, event_type: str) -> str:
+_OPTION_NAMES = frozenset(EmitOptions.__annotations__)
+
+
+def _refuse_unknown_options(options: Mapping[str, Any]) -> None:
+    """A misspelt option (``versoin=2``) must not be ignored: type checkers catch it, this catches
+    it for callers without one, as a plain keyword parameter would."""
+    unknown = ", ".join(sorted(set(options) - _OPTION_NAMES))
+    raise TypeError(f"emit got unexpected keyword argument(s) {unknown}; the options are {', '.join(sorted(_OPTION_NAMES))}")
+
+
+def _key(aggregate_type: str, aggregate_id: AggregateId, event_type: str) -> str:
     """The Kafka key as a string, refused (naming why) when the connector could not deliver it."""
     if isinstance(aggregate_id, (int, uuid.UUID)) and not isinstance(aggregate_id, bool):
         aggregate_id = str(aggregate_id)

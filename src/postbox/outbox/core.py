@@ -1,0 +1,181 @@
+"""What an emit does before it touches a connection, written once for the sync and async writers.
+
+Why a sans-IO core: :class:`~postbox.outbox.writer.Outbox` (psycopg ``Connection``) and
+:class:`~postbox.outbox.aio.AsyncOutbox` (``AsyncConnection``) must check, encode and send exactly
+the same thing; the only difference is whether sending is awaited. So everything that decides what
+is sent lives here and returns a :class:`Plan` (the statements and the events they write); the two
+classes only send a plan, on their connection, in the caller's transaction.
+
+The public API, the same on both classes (``AsyncOutbox``'s methods are awaited):
+
+``emit(conn, aggregate_type, aggregate_id, event_type, payload, **options)``
+    writes one event in ``conn``'s current transaction and returns it (:class:`EmittedEvent`: its
+    id and topic). The payload is checked and encoded before any SQL (see :meth:`plan_emit`).
+``emit_many(conn, events)``
+    writes many events (:class:`NewEvent`) in order (see :meth:`plan_many`).
+``execute_and_emit(conn, query, params, aggregate_type, aggregate_id, event_type, payload, **options)``
+    runs the caller's statement with the event's INSERT folded into it and returns
+    ``(cursor, event)``; the cursor holds the query's own results (see :meth:`plan_folded`).
+``transaction(conn=None, *, pipeline=True)``
+    one database transaction holding business statements and events; it commits when the block
+    ends and rolls back if it raises. With ``pipeline=True`` the statements, the outbox INSERTs
+    and the COMMIT travel together: psycopg spends one round trip on BEGIN and one on everything
+    else, whatever the number of statements. Without ``conn`` it uses one connection the outbox
+    opens itself (from ``conninfo``, else ``POSTBOX_DATABASE_URL``): use that form from one thread
+    (or task) at a time, or give each thread its own with :meth:`OutboxCore.with_own_connection`.
+
+``**options`` are :class:`EmitOptions`. Every emit refuses an autocommit connection outside a
+transaction block (:mod:`postbox.outbox.transaction_check`), and turns "no outbox table here" or
+"this role may not write it" into an :class:`~postbox.errors.OutboxError` with the fix.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Generic, Self, TypeVar
+
+import psycopg
+
+from postbox.codec.avro import AvroCodec
+from postbox.outbox.policy import Retention
+from postbox.outbox.rows import AggregateId, EmitOptions, EmittedEvent, NewEvent, RowFactory
+from postbox.outbox.statements import Statement, fold_into, statements_for
+from postbox.outbox.transaction_check import require_transaction
+from postbox.outbox.write_errors import SETUP_ERRORS, setup_error
+from postbox.payloads.instance import EventPayload
+
+ConnT = TypeVar("ConnT", psycopg.Connection[Any], psycopg.AsyncConnection[Any])
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What one call writes: the statements to send in order (the first one's cursor is the
+    caller's), and the events they write."""
+
+    statements: list[Statement]
+    events: list[EmittedEvent]
+
+
+class OutboxCore(Generic[ConnT]):
+    """Configuration and planning shared by ``Outbox`` and ``AsyncOutbox`` (the API: module docstring).
+
+    One outbox is cheap, and thread-safe for emits on connections the caller passes. ``retention``
+    decides whether an emit deletes its row again (``Retention``; default partitions).
+    ``schemas_dir`` names the event schemas folder (default ``POSTBOX_SCHEMAS_DIR``, else
+    ``./schemas``); ``codec`` instead hands over a loaded repository; ``encoding`` is "avro" or "json".
+    """
+
+    def __init__(
+        self,
+        conninfo: str | None = None,
+        *,
+        codec: AvroCodec | None = None,
+        retention: Retention | str | None = None,
+        encoding: str = "avro",
+        schemas_dir: Path | str | None = None,
+    ) -> None:
+        self.conninfo = conninfo
+        self.retention = Retention.parse(retention)
+        self.rows = RowFactory(codec, encoding=encoding, schemas_dir=schemas_dir)
+        self._conn: ConnT | None = None
+
+    # -- planning: everything before the first byte is sent ----------------------------------
+
+    def plan_emit(self, aggregate_type: str, aggregate_id: AggregateId, event_type: str, payload: EventPayload,
+                  options: EmitOptions) -> Plan:
+        """One event: its payload checked and encoded, its id made (a bad payload raises here, so
+        the caller's transaction is untouched); then one INSERT, plus its DELETE under the
+        delete-in-transaction retention."""
+        row = self.rows.prepare(aggregate_type, aggregate_id, event_type, payload, **options)
+        return Plan(statements_for([row], self.retention), [row.event])
+
+    def plan_many(self, events: Iterable[NewEvent]) -> Plan:
+        """Many events, in order: every event is validated and encoded before the first is sent.
+
+        The batch goes as one INSERT of binary arrays per chunk of up to 5,000 events (one round
+        trip), never COPY: each event stays its own WAL record, which Debezium needs (dbz#1554).
+        """
+        rows = self.rows.prepare_many(events)
+        return Plan(statements_for(rows, self.retention) if rows else [], [r.event for r in rows])
+
+    def plan_folded(self, query: str, params: Sequence[Any] | None, aggregate_type: str, aggregate_id: AggregateId,
+                    event_type: str, payload: EventPayload, options: EmitOptions) -> Plan:
+        """The caller's statement with the event's INSERT folded into it: one statement.
+
+        ``query`` (one SELECT/INSERT/UPDATE/DELETE with positional placeholders) becomes
+        ``WITH postbox_event AS (INSERT INTO postbox.outbox ...) <query>``, its parameters after
+        the event's. The payload is checked before any SQL, as in :meth:`plan_emit`.
+        """
+        row = self.rows.prepare(aggregate_type, aggregate_id, event_type, payload, **options)
+        return Plan(fold_into(query, params, row, self.retention), [row.event])
+
+    # -- sending: what both writers do around it ----------------------------------------------
+
+    def sending(self, conn: ConnT) -> "Sending":
+        """The guard every send runs in: the connection must be in the caller's transaction, and a
+        database that is not set up for this writer raises OutboxError with the fix."""
+        require_transaction(conn)
+        return Sending(conn.info.user, self.retention)
+
+    # -- the connection ``transaction()`` opens itself ----------------------------------------
+
+    def with_own_connection(self) -> Self:
+        """This outbox's rows (codec, encoding, schemas) and retention with a connection of its
+        own, for ``transaction()`` without a connection in another thread."""
+        twin = copy.copy(self)
+        twin._conn = None
+        return twin
+
+    def _reusable_connection(self) -> ConnT | None:
+        """The connection opened before, while it is still usable."""
+        conn = self._conn
+        return None if conn is None or conn.closed or conn.broken else conn
+
+    def _own_conninfo(self) -> str:
+        if self.conninfo is not None:
+            return self.conninfo
+        from postbox.settings import Settings
+
+        return Settings.load().database_url
+
+
+class Sending:
+    """Context of one send: a setup error (no outbox table, a role without the grant) becomes the
+    OutboxError of :mod:`postbox.outbox.write_errors`; anything else propagates as it is.
+
+    A plain class rather than ``@contextmanager``: it runs on every emit, and costs less."""
+
+    __slots__ = ("user", "retention")
+
+    def __init__(self, user: str, retention: Retention) -> None:
+        self.user = user
+        self.retention = retention
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if isinstance(exc, SETUP_ERRORS):
+            raise setup_error(exc, self.user, self.retention) from exc
+
+
+OutboxT = TypeVar("OutboxT")
+
+
+class TransactionHandle(Generic[OutboxT, ConnT]):
+    """What ``transaction()`` yields: its outbox and connection; the sync and async handles add
+    ``execute``, ``emit`` and ``emit_many`` on that connection."""
+
+    outbox: OutboxT
+    connection: ConnT
+
+    def __init__(self, outbox: OutboxT, conn: ConnT) -> None:
+        self.outbox = outbox
+        self.connection = conn
+
+
+__all__ = ["AggregateId", "EmitOptions", "OutboxCore", "Plan", "Sending", "TransactionHandle"]
