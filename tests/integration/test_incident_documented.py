@@ -117,7 +117,7 @@ def dead_letters(settings, admin_redis_url):
     ids = [str(uuid.uuid4()) for _ in range(5)]
     produce(settings.kafka_bootstrap, topic, [
         json_event(agg, "a1", "Counted", 0, event_id=ids[0], partition=0),
-        (b"a1", b"\xc3\x01\x00\x01\x02\x03\x04\x05\x06\x07garbage", router_headers(ids[1], "Counted", agg), 0),
+        (b"a1", b'{"seq": 1, garbage', router_headers(ids[1], "Counted", agg), 0),  # DecodeError
         json_event(agg, "a1", "Mystery", 2, event_id=ids[2], partition=0),
         json_event(agg, "a1", "Boom", 3, event_id=ids[3], partition=0),
         json_event(agg, "a1", "Clash", 4, event_id=ids[4], partition=0),
