@@ -8,13 +8,11 @@ import os
 import subprocess
 import sys
 import time
-import uuid
 from datetime import datetime, timezone
 
 import pytest
-from kafka import KafkaProducer
-
-from tests.support.consumers import ROOT, ConsumerProcess, committed, create_topic, router_headers, wait_for
+from tests.support.consumers import ROOT, ConsumerProcess, committed, create_topic, wait_for
+from tests.support.independent import produce_events_at
 
 pytestmark = pytest.mark.integration
 
@@ -26,22 +24,8 @@ APP_CHANGED = "tests.apps.counting:audited_v2"
 def _produce_timed(bootstrap: str, topic: str, agg: str, count: int, base_ms: int) -> list[tuple[str, int, int]]:
     """``count`` events with kafka-python, event i at ``base_ms + i s`` on partition i % 2; returns
     (event id, partition, timestamp) per event."""
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
-    sent = []
-    try:
-        futures = []
-        for i in range(count):
-            eid = str(uuid.uuid4())
-            ts = base_ms + i * 1000
-            futures.append(producer.send(topic, key=f"a{i % 4}".encode(), value=f'{{"seq": {i}}}'.encode(),
-                                         headers=router_headers(eid, "Counted", agg), partition=i % 2, timestamp_ms=ts))  # fmt: skip
-            sent.append((eid, i % 2, ts))
-        producer.flush(30)
-        for f in futures:
-            f.get(timeout=30)
-    finally:
-        producer.close(10)
-    return sent
+    placed = [(i % 2, base_ms + i * 1000) for i in range(count)]
+    return [(eid, p, ts) for eid, (p, ts) in zip(produce_events_at(bootstrap, topic, agg, placed), placed)]
 
 
 def _iso(ms: int) -> str:

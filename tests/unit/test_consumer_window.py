@@ -58,7 +58,7 @@ def test_the_window_client_joins_no_group_and_cannot_commit_for_it():
 
 
 def test_an_end_beyond_the_high_watermark_is_clamped_and_said():
-    assert plan._end_offset(End("offset", 500), 10, 120, None) == (120, ["--until offset 500 is beyond the high watermark: clamped to 120"])
+    assert plan._end_offset(End("offset", 500), 10, 120, None) == (120, ["end offset 500 is beyond the high watermark: clamped to 120"])
     assert plan._end_offset(End("offset", 50), 10, 120, None) == (50, [])
     stop, notes = plan._end_offset(End("timestamp", 1), 10, 120, 120)
     assert stop == 120 and "ends at the high watermark 120" in notes[0]

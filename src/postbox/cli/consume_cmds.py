@@ -59,6 +59,7 @@ def consume(
     from postbox.consumer import ConsumerConfig, ConsumerRuntime, load_app
     from postbox.consumer.logs import configure
 
+    window = _window_specs(start, until, partition, instance_id)  # usage errors first (exit 2)
     settings = command_settings(kafka_bootstrap=kafka_bootstrap, redis_url=redis_url)
     export_local_stack_env()  # handlers and the durability check read the environment themselves
     app = load_app(app_spec)
@@ -72,7 +73,6 @@ def consume(
         session_timeout_ms=session_timeout_ms, max_poll_interval_ms=max_poll_interval_ms,
         schemas_dir=schemas_dir, client_id=client_id, instance_id=instance_id,
     )  # fmt: skip
-    window = _window_specs(start, until, partition, instance_id)
     config = config.with_default_instance(app.name) if window is None else replace(config, instance_id=DYNAMIC)
     if check:
         from postbox.consumer.reader_schemas import load_reader_codec
@@ -117,9 +117,6 @@ def run_window(app: Any, config: Any, settings: Any, start: Any, end: Any, parti
     every partition reached its end, :data:`~postbox.consumer.window.EXIT_WINDOW_INCOMPLETE` when it
     was stopped before, 3 on an engine or configuration error while running."""
     from postbox.cli.incident_common import kafka_for
-    from postbox.cli.output import err_console
-    from postbox.consumer import ConsumerRuntime
-    from postbox.consumer.window import EXIT_WINDOW_INCOMPLETE, WindowAssignment
     from postbox.incident.window import check_marker_window, plan_window
 
     with kafka_for(settings) as kafka:
@@ -128,21 +125,57 @@ def run_window(app: Any, config: Any, settings: Any, start: Any, end: Any, parti
         committed = kafka.committed(config.group) if start.kind == "committed" else None
         plan = plan_window(kafka, list(config.topics), start, end, partitions=partitions, committed=committed)
         check_marker_window(kafka, plan, config.marker_ttl, MARKER_MARGIN)
-    err_console.print(f"window of group {config.group} {plan.describe()}: {plan.records:,} record(s) on {len(plan.rows)} partition(s)",
+    print_window_plan(config.group, plan)
+    code, summary = execute_window(app, config, plan)
+    for tally, reached in summary:
+        typer.echo(tally.line(reached))
+    return code
+
+
+def load_window_app(app_spec: str, group: str, topics: list[str], fallback: list[str], settings: Any) -> tuple[Any, Any]:
+    """The app and the configuration of a window run for ``group`` (``replay --until --execute``):
+    flags and ``POSTBOX_*`` as ``consume`` reads them, never a static member. Topics: ``topics``,
+    else the app's (or ``POSTBOX_TOPICS``), else ``fallback`` (the group's committed topics: a
+    catch-all app names none)."""
+    import os
+
+    from postbox.consumer import ConsumerConfig, load_app
+    from postbox.consumer.logs import configure
+
+    export_local_stack_env()
+    app = load_app(app_spec)
+    chosen = topics or ([] if app.topics() or os.environ.get("POSTBOX_TOPICS") else fallback)
+    config = ConsumerConfig.load(app=app, settings=settings, group=group, topics=",".join(chosen) or None, instance_id=DYNAMIC)
+    configure(config.log_format, config.log_level)
+    return app, config
+
+
+def print_window_plan(group: str, plan: Any) -> None:
+    """What the window resolved to, on stderr: its size, each adjustment, each warning."""
+    from postbox.cli.output import err_console
+
+    err_console.print(f"window of group {group} {plan.describe()}: {plan.records:,} record(s) on {len(plan.rows)} partition(s)",
                       highlight=False, markup=False)  # fmt: skip
     for row in plan.rows:
         for note in row.notes:
             err_console.print(f"note: {row.span.topic}[{row.span.partition}]: {note}", highlight=False, markup=False)
     for problem in plan.problems:
         err_console.print(f"warning: {problem}", highlight=False, markup=False)
+
+
+def execute_window(app: Any, config: Any, plan: Any) -> tuple[int, list[Any]]:
+    """Run the resolved window ``plan`` through the runtime; ``(exit code, [(tally, reached)])``.
+    The code is :data:`~postbox.consumer.window.EXIT_WINDOW_INCOMPLETE` when the run stopped
+    cleanly (a signal) before every partition reached its end."""
+    from postbox.consumer import ConsumerRuntime
+    from postbox.consumer.window import EXIT_WINDOW_INCOMPLETE, WindowAssignment
+
     window = WindowAssignment(plan.spans)
     code = ConsumerRuntime(app, config, assignment=window).run()
     summary = window.summary()
-    for tally, reached in summary:
-        typer.echo(tally.line(reached))
     if code == 0 and not all(reached for _, reached in summary):
-        return EXIT_WINDOW_INCOMPLETE
-    return code
+        code = EXIT_WINDOW_INCOMPLETE
+    return code, summary
 
 
 def register(app: typer.Typer) -> None:

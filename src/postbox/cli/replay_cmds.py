@@ -3,10 +3,18 @@
 Safe by default, like kafka-consumer-groups: without ``--execute`` it prints the plan and changes
 nothing. ``--export FILE`` writes the plan (CSV ``topic,partition,offset``) and ``--from-file FILE``
 applies such a plan, so the plan reviewed is the plan executed.
+
+``--until SPEC`` (with ``--to`` or ``--to-current``) plans a *window* instead of a reset: an offset
+reset alone cannot end anywhere (the group would re-read everything up to now). The dry run prints
+each partition's start, end and record count; ``--execute --app MODULE:APP`` runs the window as
+``postbox consume MODULE:APP --from … --until …`` does (:mod:`postbox.consumer.window`): applied
+through the group's markers, never committed, allowed while the group runs.
 """
 
 from __future__ import annotations
 
+import shlex
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Optional
@@ -36,11 +44,11 @@ from postbox.cli.output import (
     print_json,
     print_listing,
 )
-from postbox.errors import UnsafeReplayError
+from postbox.errors import UnknownGroupError, UnsafeReplayError
 
 
 def register(app: typer.Typer) -> None:
-    app.command("replay", help="Plan (and with --execute, apply) a reset of a stopped group's offsets: re-consume from a time, an offset, a shift.")(replay)
+    app.command("replay", help="Plan (and with --execute, apply) a reset of a stopped group's offsets — re-consume from a time, an offset, a shift — or, with --until, a bounded window beside the running group.")(replay)
 
 
 @kafka_client_options
@@ -62,12 +70,20 @@ def replay(
     output: Optional[OutputFormat] = OutputOpt,
     json_output: bool = JsonAliasOpt,
     kafka_bootstrap: Optional[str] = KafkaOpt,
+    until: Optional[str] = typer.Option(None, "--until", help="End a window there (exclusive; OFFSET | ISO time | duration ago | end): with --to/--to-current, plan (and with --execute --app, run) a bounded window instead of a reset."),
+    app_spec: Optional[str] = typer.Option(None, "--app", metavar="MODULE:APP", help="With --until --execute: the handlers that apply the window (as `postbox consume MODULE:APP`)."),
 ) -> int:
     from postbox.incident.offsets import apply_reset, plan_reset, reset_audit, write_plan_file
 
     fmt = output_format(output, json_output)
     if execute and dry_run:
         raise typer.BadParameter("--execute and --dry-run contradict each other", param_hint="--execute")
+    if until is not None:
+        request = _window_request(group, to, shift_by, to_current, from_file, export, until, app_spec, topic, partition, execute)
+        return _replay_window(request, force=force, ttl=resolve_ttl(marker_ttl), margin=duration(margin, "--safety-margin") or timedelta(0),
+                              yes=yes, fmt=fmt, settings=settings_for(kafka_bootstrap=kafka_bootstrap))  # fmt: skip
+    if app_spec is not None:
+        raise typer.BadParameter("--app names the handlers of a window run: it goes with --until", param_hint="--app")
     target = _target(to, shift_by, to_current, from_file)
     ttl = resolve_ttl(marker_ttl)
     safety = duration(margin, "--safety-margin") or timedelta(0)
@@ -134,3 +150,137 @@ def _print_plan(plan: Any, fmt: OutputFormat, *, applied: bool, audited: bool, e
     elif not plan.refused:
         note("dry run: nothing changed; run again with --execute to apply this plan", fmt)
 
+
+
+@dataclass(frozen=True)
+class WindowRequest:
+    """``replay --until``'s flags, checked: the window's ends and where it applies."""
+
+    group: str
+    start: Any
+    end: Any
+    from_text: str
+    until_text: str
+    app_spec: Optional[str]
+    topics: list[str]
+    partitions: Optional[list[int]]
+    execute: bool
+
+    def consume_line(self) -> str:
+        """The equivalent `postbox consume` command line (what --execute runs)."""
+        words = ["postbox", "consume", self.app_spec or "MODULE:APP", "--group", self.group]
+        if self.topics:
+            words += ["--topics", ",".join(self.topics)]
+        words += ["--from", _fixed(self.start, self.from_text), "--until", _fixed(self.end, self.until_text)]
+        for p in self.partitions or []:
+            words += ["--partition", str(p)]
+        return " ".join(shlex.quote(w) if w != "MODULE:APP" else w for w in words)
+
+
+def _fixed(position: Any, text: str) -> str:
+    """A window end as typed, except a time (ISO or a duration ago), which is given as the instant
+    it resolved to: the line then runs the window the plan shows, whenever it is run."""
+    from postbox.incident.records import iso_ms
+
+    return str(iso_ms(position.value)) if position.kind == "timestamp" else text
+
+
+def _window_request(group: str, to: Optional[str], shift_by: Optional[int], to_current: bool, from_file: Optional[Path],
+                    export: Optional[Path], until: str, app_spec: Optional[str], topic: Optional[list[str]],
+                    partition: Optional[int], execute: bool) -> WindowRequest:  # fmt: skip
+    """Usage errors (exit 2) of a window, before anything is asked of Kafka."""
+    from postbox.incident.window import COMMITTED, check_order, parse_window_end, parse_window_start
+
+    if shift_by is not None or from_file is not None or export is not None:
+        flag = "--shift-by" if shift_by is not None else "--from-file" if from_file is not None else "--export"
+        raise typer.BadParameter(f"--until ends a window that starts at --to or --to-current, not {flag}", param_hint="--until")
+    if (to is None) == (not to_current):
+        raise typer.BadParameter("a window needs one start: --to SPEC or --to-current (the group's committed offsets)", param_hint="--to")
+    from_text = COMMITTED if to_current else str(to)
+    try:
+        start = parse_window_start(from_text)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc).replace("--from", "--to"), param_hint="--to") from None
+    try:
+        end = parse_window_end(until)
+        check_order(start, end)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc).replace("--from", "--to"), param_hint="--until") from None
+    request = WindowRequest(group, start, end, from_text, until, app_spec, list(topic or []),
+                            [partition] if partition is not None else None, execute)  # fmt: skip
+    if execute and app_spec is None:
+        raise typer.BadParameter(f"--execute with --until runs the window through handlers: name them with --app MODULE:APP "
+                                 f"(the same as: {request.consume_line()})", param_hint="--app")  # fmt: skip
+    return request
+
+
+def _replay_window(request: WindowRequest, *, force: bool, ttl: timedelta, margin: timedelta, yes: bool,
+                   fmt: OutputFormat, settings: Any) -> int:  # fmt: skip
+    """Plan the window; with --execute, run it (allowed while the group runs: it never commits)."""
+    from postbox.cli.consume_cmds import execute_window, load_window_app, print_window_plan
+    from postbox.incident.window import COMMITTED, check_marker_window, plan_window
+
+    app = config = None
+    with kafka_for(settings) as kafka:
+        kafka.ping()
+        committed = kafka.committed(request.group)
+        topics = request.topics or sorted({t for t, _ in committed})
+        if request.app_spec is not None:
+            app, config = load_window_app(request.app_spec, request.group, request.topics, topics, settings)
+            topics = list(config.topics)
+        if not topics:
+            raise UnknownGroupError(f"group {request.group} has no committed offsets, so the window has no topics",
+                                    fix="name them with --topic (or --app MODULE:APP for its handlers' topics)")  # fmt: skip
+        for t in topics:
+            kafka.require_topic(t)
+        plan = plan_window(kafka, topics, request.start, request.end, partitions=request.partitions,
+                           committed=committed if request.start.kind == COMMITTED else None)  # fmt: skip
+        check_marker_window(kafka, plan, ttl, margin)
+    refused = bool(plan.problems) and not force
+    run = request.execute and not refused
+    if fmt is OutputFormat.tsv and run:
+        print_window_plan(request.group, plan)  # on stderr: stdout carries the run's summary lines
+    elif fmt is not OutputFormat.json:
+        _print_window(request, plan, fmt, refused=refused, run=run)
+    if refused:
+        raise UnsafeReplayError(f"refused to replay the window of {request.group}: {plan.problems[0]}", fix="pass --force if that is what you want")
+    if not run:
+        if fmt is OutputFormat.json:
+            print_json({"group": request.group, "window": plan.as_dict(), "dry_run": True, "consume": request.consume_line()})
+        return 0
+    confirm(f"apply {plan.records:,} record(s) of group {request.group} {plan.describe()}?", yes)
+    code, summary = execute_window(app, config, plan)
+    audit = _audit_window(settings, request, plan, code, summary)
+    if fmt is OutputFormat.json:
+        print_json({"group": request.group, "window": plan.as_dict(), "dry_run": False, "exit_code": code, "audit": audit,
+                    "partitions": [{**t.as_dict(), "reached_end": reached} for t, reached in summary]})  # fmt: skip
+    else:
+        for tally, reached in summary:
+            typer.echo(tally.line(reached))
+    return code
+
+
+def _print_window(request: WindowRequest, plan: Any, fmt: OutputFormat, *, refused: bool, run: bool) -> None:
+    listing = Listing(f"{'' if run else 'plan: '}window of {request.group} {plan.describe()}",
+                      ("topic", "p", "start", "end", "records", "note"), right=("p", "start", "end", "records"))  # fmt: skip
+    for row in plan.rows:
+        s = row.span
+        listing.add(s.topic, s.partition, s.start, s.end, s.records, "; ".join(row.notes))
+    print_listing(listing, fmt)
+    for problem in plan.problems[1 if refused else 0:]:  # a refusal's reason is the error line itself
+        note(f"warning: {problem}", fmt)
+    if not run and not refused:
+        note(f"dry run: nothing applied; {plan.records:,} record(s) in the window. Run it with --execute --app MODULE:APP, "
+             f"or: {request.consume_line()}", fmt)  # fmt: skip
+
+
+def _audit_window(settings: Any, request: WindowRequest, plan: Any, code: int, summary: list[Any]) -> Optional[dict[str, Any]]:
+    """The audit record of a window run: how many records it re-read (as a reset's record counts the
+    records re-consumed), the plan, and what became of them per partition."""
+    from postbox.incident.audit import AuditRecord
+
+    record = AuditRecord(command="replay", target=request.group, count=plan.records, outcome="ok" if code == 0 else f"exit {code}",
+                         details={"window": plan.as_dict(), "app": request.app_spec,
+                                  "partitions": [{**t.as_dict(), "reached_end": reached} for t, reached in summary]})  # fmt: skip
+    with kafka_for(settings) as kafka:
+        return write_audit(kafka, record)

@@ -126,9 +126,10 @@ def _topic_rows(kafka: Kafka, topic: str, parts: list[int], start: Start, end: E
         first, start_notes = _start_offset(start, low, high, stop, by_start.get(p), committed.get((topic, p)))
         if stop < first:
             raise IncidentError(
-                f"{topic}[{p}]: --until resolves to offset {stop}, before --from's offset {first}: the window would be empty",
-                fix="pass an --until after --from (both take an offset, an ISO time or a duration ago)")  # fmt: skip
-        rows.append(WindowRow(Span(topic, p, first, stop), low, high, tuple(start_notes + end_notes)))
+                f"{topic}[{p}]: the window's end resolves to offset {stop}, before its start at offset {first}",
+                fix="pass an end (--until) after the start (an offset, an ISO time or a duration ago)")  # fmt: skip
+        notes = ["empty partition"] if low == high else start_notes + end_notes
+        rows.append(WindowRow(Span(topic, p, first, stop), low, high, tuple(notes)))
     return rows
 
 
@@ -136,14 +137,14 @@ def _end_offset(end: End, low: int, high: int, by_time: int | None) -> tuple[int
     """The offset the window stops before, and what was adjusted to get it."""
     if end.kind == "offset":
         if end.value > high:
-            return high, [f"--until offset {end.value} is beyond the high watermark: clamped to {high}"]
+            return high, [f"end offset {end.value} is beyond the high watermark: clamped to {high}"]
         if end.value < low:
-            return low, [f"--until offset {end.value} is before the earliest retained offset {low}"]
+            return low, [f"end offset {end.value} is before the earliest retained offset {low}"]
         return end.value, []
     if end.kind == "timestamp":
         found = high if by_time is None else by_time
         if found >= high:
-            return high, [f"no record at or after --until {iso_ms(end.value)}: the window ends at the high watermark {high}"]
+            return high, [f"no record at or after the end time {iso_ms(end.value)}: the window ends at the high watermark {high}"]
         return found, []
     return high, []
 
@@ -159,15 +160,15 @@ def _start_offset(start: Start, low: int, high: int, stop: int, by_time: int | N
         return max(low, stop - start.value), []
     if start.kind == "offset":
         if start.value < low:
-            return low, [f"--from offset {start.value} is no longer retained: the window starts at the earliest offset {low}"]
-        return min(start.value, high), [] if start.value <= high else [f"--from offset {start.value} is beyond the high watermark {high}"]
+            return low, [f"start offset {start.value} is no longer retained: the window starts at the earliest offset {low}"]
+        return min(start.value, high), [] if start.value <= high else [f"start offset {start.value} is beyond the high watermark {high}"]
     if start.kind == COMMITTED:
         if committed is None:
             return low, ["the group has no committed offset here: the window starts at the earliest offset"]
         return max(low, committed), []
     found = high if by_time is None else by_time
     if found == low:
-        return low, [f"--from {iso_ms(start.value)} is at or before the earliest retained record (offset {low})"]
+        return low, [f"the start time {iso_ms(start.value)} is at or before the earliest retained record (offset {low})"]
     return found, []
 
 

@@ -1,0 +1,107 @@
+"""#15.1 time windows: `postbox replay --group G --to SPEC --until SPEC` plans a window per partition
+(dry run) and, with `--execute --app MODULE:APP`, runs it as `postbox consume --from --until`
+does. Edge cases of the plan: an end beyond the high watermark (clamped and said), an empty
+partition, a time before the earliest retained record, a partition filter, an end before the
+start, and the usage errors (exit 2) of a window."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+
+import pytest
+
+from tests.integration.incident_support import run_cli
+from tests.support.cli import audit_records, invoke_json
+from tests.support.consumers import commit_offset, committed, create_topic
+from tests.support.independent import produce_events_at
+
+pytestmark = pytest.mark.integration
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@pytest.fixture
+def windowed(settings, unique):
+    """A topic of 3 partitions: 10 events on p0 and p1 (event i of each at base + i s, offset i),
+    none on p2; the group committed offset 4 on p0 only. Returns (topic, group, base_ms, ids by partition)."""
+    agg = f"rpw{unique}"
+    topic = f"outbox.event.{agg}"
+    group = f"test-rpw-{unique}"
+    create_topic(settings.kafka_bootstrap, topic, 3)
+    base = int(time.time() * 1000) - 3_600_000
+    placed = [(p, base + i * 1000) for p in (0, 1) for i in range(10)]
+    ids = produce_events_at(settings.kafka_bootstrap, topic, agg, placed)
+    commit_offset(settings.kafka_bootstrap, group, topic, 4, 0)
+    return agg, topic, group, base, {0: ids[:10], 1: ids[10:]}
+
+
+def _rows(plan: dict) -> dict[int, dict]:
+    return {row["partition"]: row for row in plan["window"]["partitions"]}
+
+
+def test_dry_run_prints_each_partitions_window_and_says_what_it_adjusted(windowed):
+    _, topic, group, base, _ = windowed
+    plan = invoke_json("replay", "--group", group, "--to", "2", "--until", "500")
+    rows = _rows(plan)
+    assert plan["dry_run"] is True and plan["window"]["records"] == 16
+    assert (rows[0]["start"], rows[0]["end"], rows[0]["records"]) == (2, 10, 8)
+    assert rows[0]["notes"] == ["end offset 500 is beyond the high watermark: clamped to 10"]
+    assert (rows[2]["start"], rows[2]["end"], rows[2]["records"], rows[2]["notes"]) == (0, 0, 0, ["empty partition"])
+    assert plan["consume"] == f"postbox consume MODULE:APP --group {group} --from 2 --until 500"
+
+    # a time before the earliest retained record starts at it; an end time resolves per partition
+    plan = invoke_json("replay", "--group", group, "--to", _iso(base - 86_400_000), "--until", _iso(base + 5000), "--partition", "1")
+    rows = _rows(plan)
+    assert list(rows) == [1]  # the partition filter
+    assert (rows[1]["start"], rows[1]["end"], rows[1]["records"]) == (0, 5, 5)
+    assert "at or before the earliest retained record (offset 0)" in rows[1]["notes"][0]
+
+    # --to-current: from the group's committed offsets (p1 has none: from its earliest, said)
+    plan = invoke_json("replay", "--group", group, "--to-current", "--until", "2099-01-01T00:00:00Z", "--topic", topic)
+    rows = _rows(plan)
+    assert (rows[0]["start"], rows[0]["end"]) == (4, 10)
+    assert "ends at the high watermark 10" in rows[0]["notes"][0]
+    assert rows[1]["start"] == 0 and "no committed offset" in rows[1]["notes"][0]
+
+
+def test_window_usage_errors_exit_2_and_name_the_flag(windowed):
+    _, _, group, _, _ = windowed
+    swapped = run_cli("replay", "--group", group, "--to", "8", "--until", "3")
+    assert swapped.returncode == 2 and "--until (offset 3) is before --to (offset 8)" in swapped.stderr
+    shifted = run_cli("replay", "--group", group, "--shift-by", "-2", "--until", "3")
+    assert shifted.returncode == 2 and "not --shift-by" in shifted.stderr
+    no_app = run_cli("replay", "--group", group, "--to", "2", "--until", "8", "--execute", "--yes")
+    assert no_app.returncode == 2 and "--app MODULE:APP" in no_app.stderr
+    assert f"postbox consume MODULE:APP --group {group} --from 2 --until 8" in " ".join(no_app.stderr.split())
+    from_alone = run_cli("consume", "tests.apps.counting:audited", "--group", group, "--from", "2")
+    assert from_alone.returncode == 2 and "--from needs --until" in from_alone.stderr
+    until_alone = run_cli("consume", "tests.apps.counting:audited", "--group", group, "--until", "2")
+    assert until_alone.returncode == 2 and "--until needs --from" in until_alone.stderr
+
+
+def test_execute_runs_the_window_through_a_changed_handler_and_audits_it(settings, redis_client, windowed):
+    agg, topic, group, _, ids = windowed
+    # the first deploy applied offsets 2..4 of both partitions (a bounded consume, no commit)
+    first = run_cli("consume", "tests.apps.counting:audited", "--group", group, "--topics", topic, "--from", "2", "--until", "5")
+    assert first.returncode == 0, first.stderr[-2000:]
+    # the replay of offsets 0..7 by a later deploy: 3 duplicates per partition, 5 applied
+    done = run_cli("replay", "--group", group, "--to", "earliest", "--until", "8", "--execute", "--yes",
+                   "--app", "tests.apps.counting:audited_v2", "--output", "tsv")  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines() == [
+        f"{topic}[0] offsets 0..7: applied 5, duplicate 3, dead-lettered 0",
+        f"{topic}[1] offsets 0..7: applied 5, duplicate 3, dead-lettered 0",
+        f"{topic}[2] empty window at offset 0: nothing to apply",
+    ]
+    applied: dict[str, int] = {}
+    for i in range(4):
+        applied.update({k.decode(): int(v) for k, v in redis_client.hgetall(f"{{{agg}:a{i}}}:applied").items()})
+    assert applied == {eid: 1 for p in (0, 1) for eid in ids[p][:8]}
+    assert committed(settings.kafka_bootstrap, group, topic, 3) == {0: 4, 1: -1001, 2: -1001}  # never moved
+    record = [r for r in audit_records(settings.kafka_bootstrap) if r.get("target") == group][-1]
+    assert record["command"] == "replay" and record["count"] == 16 and record["outcome"] == "ok"
+    assert record["details"]["window"]["until"] == "offset 8"
+    assert [(p["applied"], p["duplicate"]) for p in record["details"]["partitions"]] == [(5, 3), (5, 3), (0, 0)]
