@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Union, overload
 
+from postbox.frozen import assemble
+
 HeaderInput = Union[Iterable[tuple[str, "bytes | str | None"]], Mapping[str, "bytes | str | None"], None]
 
 
@@ -47,15 +49,25 @@ class EventHeaders:
     @classmethod
     def of_texts(cls, texts: Mapping[str, str]) -> "EventHeaders":
         """From headers already decoded to text (absent or null headers left out), so a consumer
-        that keeps every header's text decodes each header once: only these five are unquoted."""
+        that keeps every header's text decodes each header once: only these five are unquoted.
+        Runs once per consumed record: built in one step (:func:`postbox.frozen.assemble`), and a
+        value is unquoted only when it starts with a quote."""
         get = texts.get
-        return cls(
-            event_id=_unquoted(get("id")),
-            event_type=_unquoted(get("event_type")) or _unquoted(get("eventType")),
-            aggregate_type=_unquoted(get("aggregate_type")),
-            created_at=_unquoted(get("created_at")),
-            traceparent=_unquoted(get("traceparent")),
-        )
+        event_type = get("event_type")
+        if not event_type or event_type[0] == '"':
+            event_type = _unquoted(event_type) or _unquoted(get("eventType"))
+        fields = {"event_id": get("id"), "event_type": event_type, "aggregate_type": get("aggregate_type"),
+                  "created_at": get("created_at"), "traceparent": get("traceparent")}  # fmt: skip
+        for name in _QUOTABLE:
+            text = fields[name]
+            if text and text[0] == '"':
+                fields[name] = header_text(text)
+        return assemble(cls, fields)
+
+
+#: The fields :meth:`EventHeaders.of_texts` unquotes (``event_type`` is unquoted on its own: its
+#: fallback to ``eventType`` depends on the unquoted value).
+_QUOTABLE = ("event_id", "aggregate_type", "created_at", "traceparent")
 
 
 def _unquoted(text: str | None) -> str | None:

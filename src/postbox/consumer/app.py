@@ -99,8 +99,9 @@ class Route:
         """The event's identity for the effects engine (id + routing tag) under this route."""
         return event_ref(event, self.routing_key)
 
-    @property
+    @functools.cached_property
     def name(self) -> str:
+        """The handler's name in errors and logs (looked up once: asked for every event)."""
         return getattr(self.handler, "__qualname__", repr(self.handler))
 
 

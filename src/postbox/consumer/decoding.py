@@ -18,8 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
 from datetime import datetime, timezone
+from typing import NamedTuple
+
+from confluent_kafka import Message
 
 from postbox import failure_classes as classes
 from postbox.codec import AvroCodec, DecodedEvent, EventHeaders, JsonCodec, is_single_object
@@ -43,64 +45,79 @@ class Routed(NamedTuple):
     ref: EventRef
 
 
+#: Where a record was read: (topic, partition, offset); formatted only for an error message.
+At = tuple[str, int, int]
+
+
 @dataclass(frozen=True)
 class Decoder:
     """Turns records into routed events for one app. ``codec``: None when the app has no schemas
-    (Avro records then fail as ``DecodeError``; JSON is read unchecked)."""
+    (Avro records then fail as ``DecodeError``; JSON is read unchecked).
+
+    Two entry points, one path: :meth:`message` reads a confluent-kafka message as it comes (the
+    runtime's per-record path: no :class:`Origin` is built unless the record fails and is
+    dead-lettered), ``decoder(origin)`` reads an :class:`Origin` (tests, tools)."""
 
     app: App
     codec: AvroCodec | None
     json: JsonCodec = JsonCodec()
 
     def __call__(self, origin: Origin) -> "Routed | Failure":
+        return self.record((origin.topic, origin.partition, origin.offset), origin.key, origin.value, origin.headers)
+
+    def message(self, msg: Message) -> "Routed | Failure":
+        """:meth:`record` of a confluent-kafka message (one without an error)."""
+        return self.record((msg.topic(), msg.partition(), msg.offset()), msg.key(), msg.value(), msg.headers() or ())  # type: ignore[arg-type]  # set on a record without an error
+
+    def record(self, at: At, key: bytes | None, value: bytes | None, raw_headers: Sequence[tuple[str, object]]) -> "Routed | Failure":
+        """The record's routed event, or its :class:`Failure` (never an exception)."""
         try:
-            event = self.event(origin)
+            event = self.event(at, key, value, raw_headers)
         except UnknownEventTypeError as exc:  # a type with no schema here: like one no handler takes
-            return Failure(classes.UNKNOWN_EVENT_TYPE, f"record {origin.where}: {exc.message}")
+            return Failure(classes.UNKNOWN_EVENT_TYPE, f"record {where(at)}: {exc.message}")
         except DecodeError as exc:
             return Failure(classes.DECODE_ERROR, exc.message)
         except _SchemaMismatch as exc:
             return Failure(classes.SCHEMA_MISMATCH, str(exc))
         except Exception as exc:  # noqa: BLE001 - one record's problem, whatever it is
-            return Failure(classes.DECODE_ERROR, f"{origin.where}: cannot decode: {type(exc).__name__}: {one_line(str(exc), 500)}")
+            return Failure(classes.DECODE_ERROR, f"{where(at)}: cannot decode: {type(exc).__name__}: {one_line(str(exc), 500)}")
         try:
             route = self.app.route(event.aggregate_type, event.event_type)
             return Routed(event, route, route.event_ref(event))  # the handler's routing_key runs here
         except NoHandlerError as exc:
             return Failure(classes.UNKNOWN_EVENT_TYPE, exc.message)
         except Exception as exc:  # noqa: BLE001
-            return Failure(classes.ROUTING_ERROR, f"{origin.where}: routing {event.aggregate_type}/{event.event_type} raised {type(exc).__name__}: {one_line(str(exc), 500)}")
+            return Failure(classes.ROUTING_ERROR, f"{where(at)}: routing {event.aggregate_type}/{event.event_type} raised {type(exc).__name__}: {one_line(str(exc), 500)}")
 
-    def event(self, origin: Origin) -> Event:
+    def event(self, at: At, key: bytes | None, value: bytes | None, raw_headers: Sequence[tuple[str, object]]) -> Event:
         """The record's event; DecodeError / _SchemaMismatch say what is wrong and where."""
-        headers, meta = _headers(origin.headers)
+        headers, meta = _headers(raw_headers)
         problem = event_id_problem(meta.event_id)
         if problem is not None:
             what = "has no 'id' header" if meta.event_id is None else f"has a malformed 'id' header {meta.event_id[:80]!r}: it {problem}"
-            raise DecodeError(f"record {origin.where} {what} (the event id is the dedupe key)")
-        aggregate_hint = meta.aggregate_type or aggregate_from_topic(origin.topic)
-        decoded = self.decode(origin, meta, aggregate_hint)
+            raise DecodeError(f"record {where(at)} {what} (the event id is the dedupe key)")
+        aggregate_hint = meta.aggregate_type or aggregate_from_topic(at[0])
+        decoded = self.decode(at, value, meta, aggregate_hint)
         event_type = decoded.event_type or meta.event_type
         if not event_type:
-            raise DecodeError(f"record {origin.where} has no 'event_type' header")
+            raise DecodeError(f"record {where(at)} has no 'event_type' header")
         return assemble(Event, {  # the id is checked above: Event's __post_init__ has nothing left to check
             "id": meta.event_id,
             "aggregate_type": meta.aggregate_type or decoded.aggregate_type or aggregate_hint,
-            "aggregate_id": origin.key.decode("utf-8", "replace") if origin.key is not None else "",
+            "aggregate_id": key.decode("utf-8", "replace") if key is not None else "",
             "event_type": event_type,
             "payload": decoded.payload,
             "headers": headers,
-            "topic": origin.topic,
-            "partition": origin.partition,
-            "offset": origin.offset,
+            "topic": at[0],
+            "partition": at[1],
+            "offset": at[2],
             "created_at": parse_created_at(meta.created_at),
         })
 
-    def decode(self, origin: Origin, meta: EventHeaders, aggregate_hint: str) -> DecodedEvent:
+    def decode(self, at: At, value: bytes | None, meta: EventHeaders, aggregate_hint: str) -> DecodedEvent:
         """The payload: Avro by fingerprint into the reader version, or JSON held to its schema."""
-        value = origin.value
         if value is None:
-            raise DecodeError(f"record {origin.where} has no value (a tombstone){' for ' + meta.event_type if meta.event_type else ''}")
+            raise DecodeError(f"record {where(at)} has no value (a tombstone){' for ' + meta.event_type if meta.event_type else ''}")
         reader_version = self.app.reader_versions.get((aggregate_hint, meta.event_type or "")) if self.app.reader_versions else None
         if is_single_object(value):
             if self.codec is None:
@@ -137,25 +154,29 @@ def _misfit(label: str, exc: Invalid) -> str:
     return f"JSON payload does not fit {label}: {where}{value}{joint}{exc.problem}"
 
 
+def where(at: At) -> str:
+    """``topic[partition]@offset``, as every error message names a record (like :attr:`Origin.where`)."""
+    return f"{at[0]}[{at[1]}]@{at[2]}"
+
+
 def aggregate_from_topic(topic: str) -> str:
     return topic[len(TOPIC_PREFIX):] if topic.startswith(TOPIC_PREFIX) else topic
 
 
 def _headers(raw_headers: Sequence[tuple[str, object]]) -> tuple[dict[str, str], EventHeaders]:
     """Every header's text (null: ``""``; the last of a repeated name wins) and the router's
-    metadata, each header decoded once. One pass and one dict when no header is null (the
-    router writes none): this runs once per record."""
-    headers: dict[str, str] = {}
-    for key, raw in raw_headers:
-        if raw is None:
-            return _headers_with_nulls(raw_headers)
-        headers[key] = raw.decode("utf-8", "replace") if isinstance(raw, (bytes, bytearray)) else str(raw)
+    metadata, each header decoded once. One comprehension when every value is bytes (the router
+    writes no null): this runs once per record; anything else takes :func:`_headers_with_nulls`."""
+    try:
+        headers = {key: raw.decode("utf-8", "replace") for key, raw in raw_headers}  # type: ignore[attr-defined]  # bytes, else AttributeError
+    except AttributeError:  # a null (None) or str value
+        return _headers_with_nulls(raw_headers)
     return headers, EventHeaders.of_texts(headers)
 
 
 def _headers_with_nulls(raw_headers: Sequence[tuple[str, object]]) -> tuple[dict[str, str], EventHeaders]:
-    """:func:`_headers` when a header is null: it reads as ``""`` but is absent from the metadata
-    (a null ``id`` is a missing id, and a null after a value leaves the value in force)."""
+    """:func:`_headers` when a value is not bytes: a null reads as ``""`` but is absent from the
+    metadata (a null ``id`` is a missing id, and a null after a value leaves the value in force)."""
     headers: dict[str, str] = {}
     present: dict[str, str] = {}
     for key, raw in raw_headers:
@@ -183,4 +204,4 @@ def parse_created_at(text: str | None) -> datetime | None:
     return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
 
 
-__all__ = ["Decoder", "Routed", "aggregate_from_topic", "parse_created_at"]
+__all__ = ["At", "Decoder", "Routed", "aggregate_from_topic", "parse_created_at", "where"]

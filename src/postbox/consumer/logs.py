@@ -20,7 +20,7 @@ import logging
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from datetime import datetime, timezone
 from typing import Any
 
@@ -60,6 +60,17 @@ class event_context:  # noqa: N801 - used like a function: ``with event_context(
 
     def __exit__(self, *_exc: object) -> None:
         _event.reset(self._token)
+
+
+def bind_event(event: Event) -> Token[Event | None]:
+    """Bind ``event`` here until :func:`unbind_event` with the token returned (what
+    :class:`event_context` does, without an object per event: the runtime's per-event form)."""
+    return _event.set(event)
+
+
+def unbind_event(token: Token[Event | None]) -> None:
+    """Undo the :func:`bind_event` that returned ``token``."""
+    _event.reset(token)
 
 
 def current_context() -> Mapping[str, Any]:

@@ -162,13 +162,13 @@ class Pipeline:
         if not items:
             return None
         owing = {tp: state.owed for tp, state in self.partitions.states.items() if state.owed}
+        decode = self.decoder.message  # no Origin per record: one is made for a failure only (_origin)
         for item in items:
             owed = owing[item.tp].get(item.offset) if owing and item.tp in owing else None
             if owed is not None:  # its effect failed earlier; only its dead letter is left to write
                 item.failure = owed
                 continue
-            item.origin = Origin.of(item.msg)
-            outcome = self.decoder(item.origin)
+            outcome = decode(item.msg)
             if isinstance(outcome, Failure):
                 item.failure = outcome
             else:
@@ -179,6 +179,7 @@ class Pipeline:
 
     def _take(self, messages: list[Message]) -> list[Item]:
         items: list[Item] = []
+        append = items.append
         flowing: dict[TopicPartitionKey, bool] = {}  # asked once per partition and batch
         for msg in messages:
             err = msg.error()
@@ -190,7 +191,7 @@ class Pipeline:
             if ok is None:
                 ok = flowing[tp] = self.partitions.flowing(tp)
             if ok:
-                items.append(Item(msg, tp, cast(int, msg.offset())))
+                append(Item(msg, tp, cast(int, msg.offset())))
         if items:
             self.metrics.batch_size.labels(self.group).observe(len(items))
             for topic, count in Counter(i.tp[0] for i in items).items():
@@ -201,14 +202,15 @@ class Pipeline:
         """Sync handlers in offset order (a transient failure stops its partition there); the async
         ones of the batch gathered on the consumer's loop."""
         pending: list[tuple[Item, Job]] = []
+        call = self.invoker.call
         for item in items:
             route, event = item.route, item.event
-            if route is None or event is None or item.failure is not None or blocks.covers(item.tp, item.offset):
+            if route is None or event is None or item.failure is not None or (blocks.at and blocks.covers(item.tp, item.offset)):
                 continue
             if route.is_async:
                 pending.append((item, (route.handler, route.name, event, route.transient)))
                 continue
-            _settle_handler(item, self.invoker.call(route.handler, route.name, event, route.transient), blocks)
+            _settle_handler(item, call(route.handler, route.name, event, route.transient), blocks)
         if pending:
             for (item, _), outcome in zip(pending, self.invoker.gather([job for _, job in pending])):
                 _settle_handler(item, outcome, blocks)

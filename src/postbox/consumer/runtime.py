@@ -48,7 +48,6 @@ from postbox.consumer.backoff import Backoff
 from postbox.consumer.config import ConsumerConfig
 from postbox.consumer.decoding import Decoder, parse_created_at
 from postbox.consumer.deadletter import DeadLetters
-from postbox.consumer.event_scope import event_scope
 from postbox.consumer.fencing import FenceAction, FencePolicy, is_fence
 from postbox.consumer.instance import instance_fenced
 from postbox.consumer.invoke import Invoker
@@ -127,8 +126,7 @@ class ConsumerRuntime:
         self.codec: AvroCodec | None = None
         self._stop = threading.Event()
         #: Runs handlers; its event loop (async handlers; made on first use) is closed at shutdown.
-        self.invoker = Invoker(config.handler_retries, self.backoff, asyncio.Runner(), self._handler_retry,
-                               scope=lambda event: event_scope(event, config.group))  # log context, span
+        self.invoker = Invoker(config.handler_retries, self.backoff, asyncio.Runner(), self._handler_retry, group=config.group)
         self.partitions = self.assignment.partitions(config.group, self.metrics, self.backoff)
         #: The decoder is replaced by one with the schema codec once it is loaded at start-up.
         self.pipeline = Pipeline(group=config.group, engine=engine, invoker=self.invoker, partitions=self.partitions,
