@@ -1,19 +1,52 @@
 """The `postbox` command line: one typer app, one module per group of commands.
 
 Expected failures (PostboxError) print as one line plus the fix and exit 1; usage errors exit 2;
-nothing a user can cause ends in a traceback.
+nothing a user can cause ends in a traceback. A command whose stdout reader went away
+(``postbox tail … | head -1``) stops quietly with exit 141, as coreutils do (128 + SIGPIPE).
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import sys
+from typing import Any
 
 import typer
+from typer.core import TyperGroup
 
 from postbox.errors import PostboxError
 
+#: Exit code when stdout's reader went away: what a shell reports for a coreutils command killed by
+#: SIGPIPE (128 + 13), so `set -o pipefail` scripts see postbox as they see `cat`.
+EXIT_STDOUT_CLOSED = 141
+
+
+class StdoutClosed(Exception):
+    """stdout's reader went away. Deliberately not an OSError: click turns a broken pipe into exit 1
+    ("a problem was found"); this passes through it to :func:`main`."""
+
+
+class _Commands(TyperGroup):
+    """The root command group: a broken pipe while a command (or a help text) writes becomes
+    :class:`StdoutClosed`. SIGPIPE keeps Python's default (ignored, so writes fail with EPIPE):
+    restoring SIG_DFL process-wide would also kill a consumer on a socket write."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().make_context(*args, **kwargs)
+        except BrokenPipeError:
+            raise StdoutClosed() from None
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            raise StdoutClosed() from None
+
+
 app = typer.Typer(
+    cls=_Commands,
     name="postbox",
     help="Transactional outbox → Debezium → Kafka → exactly-once effects in Redis.",
     no_args_is_help=True,
@@ -96,11 +129,43 @@ def _click_exception_types() -> tuple[tuple[type, ...], tuple[type, ...]]:
     return usage, clicks
 
 
+def _stdout_closed() -> None:
+    """Exit quietly after stdout's reader went away: fd 1 now points at /dev/null, so the flush of
+    whatever is still buffered (at exit) cannot fail and print "Exception ignored"."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    sys.exit(EXIT_STDOUT_CLOSED)
+
+
+def _fd_identity(fd: int) -> tuple[int, int] | None:
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def _rich_met_a_closed_stdout(before: tuple[int, int] | None) -> bool:
+    """True when rich met a broken pipe: its ``Console.on_broken_pipe`` (tables, typer's help)
+    points fd 1 at /dev/null and raises SystemExit(1) — nothing else in postbox does that."""
+    now = _fd_identity(1)
+    try:
+        null = os.stat(os.devnull)
+    except OSError:
+        return False
+    return now is not None and now != before and now == (null.st_dev, null.st_ino)
+
+
 def main() -> None:
     """Console-script entry point."""
     _register()
+    stdout_before = _fd_identity(1)
     try:
         result = app(standalone_mode=False)
+        sys.stdout.flush()  # a reader gone after the last write shows here, not at exit
+    except (StdoutClosed, BrokenPipeError):
+        _stdout_closed()
     except PostboxError as exc:
         from postbox.cli.output import print_error
 
@@ -108,7 +173,9 @@ def main() -> None:
         sys.exit(1)
     except KeyboardInterrupt:
         sys.exit(130)
-    except SystemExit:
+    except SystemExit as exc:
+        if exc.code == 1 and _rich_met_a_closed_stdout(stdout_before):
+            sys.exit(EXIT_STDOUT_CLOSED)
         raise
     except typer.Abort:
         sys.exit(1)
