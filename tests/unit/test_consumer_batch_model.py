@@ -32,6 +32,26 @@ def test_duplicates_and_dead_letters_are_finished_like_applied_records():
     assert batch.counts() == {"pending": 0, "applied": 1, "duplicate": 1, "dead-lettered": 1, "held": 0}
 
 
+def test_finish_all_is_finished_for_each_record_with_the_same_checks():
+    batch = _batch((P0, range(0, 4)), (P1, range(7, 8)))
+    batch.finish_all([(P0, 0), (P0, 1), (P1, 7)], Fate.APPLIED)
+    batch.finish_all([(P0, 2)], Fate.DUPLICATE)
+    assert [batch.fate(P0, o) for o in range(4)] == [Fate.APPLIED, Fate.APPLIED, Fate.DUPLICATE, Fate.PENDING]
+    assert batch.position(P0).commit == 3 and batch.position(P1).commit == 8
+    try:
+        batch.finish_all([(P0, 3), (P0, 99)], Fate.APPLIED)
+    except KeyError as exc:
+        assert "99" in str(exc)
+    else:
+        raise AssertionError("a record not in the batch was accepted")
+    try:
+        batch.finish_all([(P0, 3)], Fate.HELD)
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("HELD was accepted as a finished fate")
+
+
 def test_a_transient_failure_stops_its_partition_there_and_nothing_after_it_runs():
     batch = _batch((P0, range(0, 5)))
     batch.finished(P0, 0, Fate.APPLIED)

@@ -101,6 +101,17 @@ class Batch:
             raise KeyError(f"{tp}@{offset} is not in this batch")
         self.fates[(tp, offset)] = fate
 
+    def finish_all(self, records: Iterable[tuple[TopicPartitionKey, int]], fate: Fate) -> None:
+        """:meth:`finished` for many records with one fate (a batch's applied records, its
+        duplicates): the same checks, without a call per record."""
+        if fate not in FINISHED:
+            raise ValueError(f"{fate} is not a finished fate")
+        fates = self.fates
+        for key in records:
+            if key not in fates:
+                raise KeyError(f"{key[0]}@{key[1]} is not in this batch")
+            fates[key] = fate
+
     def hold(self, tp: TopicPartitionKey, offset: int, reason: str, error: str) -> None:
         """``offset`` of ``tp`` was not applied for a reason of its own: carry it (see the module docs)."""
         if self.fates.get((tp, offset)) is not Fate.PENDING:

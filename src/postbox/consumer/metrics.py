@@ -9,7 +9,13 @@ Python, confluent-kafka and librdkafka versions), so a dashboard can tell versio
 
 from __future__ import annotations
 
+import itertools
+import math
 import platform
+import threading
+import time
+from bisect import bisect_left
+from collections.abc import Iterator, Sequence
 
 import confluent_kafka
 from prometheus_client import (
@@ -21,6 +27,9 @@ from prometheus_client import (
     Gauge,
     Histogram,
 )
+from prometheus_client.core import HistogramMetricFamily, Metric
+from prometheus_client.samples import Sample
+from prometheus_client.utils import floatToGoString
 
 import postbox
 
@@ -44,6 +53,50 @@ def register_defaults(registry: CollectorRegistry) -> None:
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 _E2E_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
 _BATCH_BUCKETS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
+
+
+class BatchHistogram:
+    """A histogram of one consumer group fed a batch of observations at once (:meth:`observe_many`).
+
+    Why not prometheus_client's ``Histogram``: it takes one observation per call, each under its
+    lock with a Python walk of the buckets (~1.5 µs); fed every event's end-to-end latency that was
+    a tenth of the consumer loop's per-event work. Here a batch costs a ``bisect`` per value and
+    one locked update. Exposed the same way (``_bucket{le=...}``, ``_count``, ``_sum``, ``_created``)
+    by registering it as a collector in ``registry``."""
+
+    def __init__(self, name: str, documentation: str, group: str, buckets: Sequence[float], registry: CollectorRegistry) -> None:
+        self.name = name
+        self.documentation = documentation
+        self.group = group
+        self._bounds = (*sorted(float(b) for b in buckets if b != math.inf), math.inf)
+        self._counts = [0] * len(self._bounds)
+        self._sum = 0.0
+        self._created = time.time()
+        self._lock = threading.Lock()
+        registry.register(self)
+
+    def observe_many(self, values: Sequence[float]) -> None:
+        """Count every value (seconds; a value on a bound falls in that bound's bucket, like ``le``)."""
+        if not values:
+            return
+        bounds = self._bounds
+        counts = [0] * len(bounds)
+        for value in values:
+            counts[bisect_left(bounds, value)] += 1
+        with self._lock:
+            self._counts = [a + b for a, b in zip(self._counts, counts)]
+            total = self._sum
+            for value in values:  # in order, as one observation at a time adds them (same rounding)
+                total += value
+            self._sum = total
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            counts, total = self._counts, self._sum
+        family = HistogramMetricFamily(self.name, self.documentation, labels=["group"])
+        family.add_metric([self.group], [(floatToGoString(b), c) for b, c in zip(self._bounds, itertools.accumulate(counts))], total)
+        family.samples.append(Sample(f"{self.name}_created", {"group": self.group}, self._created))
+        yield family
 
 
 class Metrics:
@@ -77,12 +130,8 @@ class Metrics:
         self.apply_seconds = Histogram(
             "postbox_consumer_apply_seconds", "engine.apply duration per batch", ["group"], buckets=_LATENCY_BUCKETS, registry=r
         )
-        self.end_to_end_seconds = Histogram(
-            "postbox_consumer_end_to_end_seconds",
-            "From the event's created_at header to its apply acknowledgement",
-            ["group"],
-            buckets=_E2E_BUCKETS,
-            registry=r,
+        self.end_to_end_seconds = BatchHistogram(
+            "postbox_consumer_end_to_end_seconds", "From the event's created_at header to its apply acknowledgement", group, _E2E_BUCKETS, r
         )
         self.lag = Gauge("postbox_consumer_lag", "High watermark minus committed position", ["group", "topic", "partition"], registry=r)
         self.paused = Gauge("postbox_consumer_paused_partitions", "Partitions waiting out a backoff", ["group"], registry=r)

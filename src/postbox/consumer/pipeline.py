@@ -148,10 +148,6 @@ class Pipeline:
         self._worker = ThreadPoolExecutor(1, thread_name_prefix="postbox-apply")
         self._in_flight: InFlight | None = None
         self._topics: dict[str, tuple[Any, Any, Any, Any]] = {}
-        self._e2e = metrics.end_to_end_seconds.labels(group)
-        #: End-to-end latencies of the last settled batch, observed once the next batch is handed to
-        #: the worker (:meth:`_observe_latencies`): ~1.5 µs an event that no longer delays the next apply.
-        self._latencies: list[float] = []
         self._apply_seconds = metrics.apply_seconds.labels(group)
 
     # -- 1. prepare -----------------------------------------------------------------------------------
@@ -238,7 +234,6 @@ class Pipeline:
         pairs = [(i.ref, i.fx) for i in to_apply]
         future = self._worker.submit(self._apply, pairs, self._per_node(to_apply)) if to_apply else None  # type: ignore[arg-type]  # to_apply items all carry a ref and effects
         self._in_flight = InFlight(items, to_apply, batch, future)
-        self._observe_latencies()
 
     def _per_node(self, items: list[Item]) -> dict[str, Any]:
         """On Redis Cluster, apply partially (a node that is down holds back only its records, see
@@ -271,7 +266,6 @@ class Pipeline:
     def settle(self) -> bool:
         """Wait for the batch in flight and record how it ended; False when none was in flight.
         An engine or configuration error of its apply is raised here (nothing of it is committed)."""
-        self._observe_latencies()  # a batch settled earlier and followed by no launch
         flight, self._in_flight = self._in_flight, None
         if flight is None:
             return False
@@ -308,43 +302,37 @@ class Pipeline:
         record nothing of it — its records are redelivered and come back as duplicates."""
         self._in_flight = None
         self._worker.shutdown(wait=True)
-        self._observe_latencies()
 
     def _account(self, items: list[Item], results: list[ApplyResult], batch: Batch) -> None:
-        """Each applied record's fate; metrics counted once per topic and batch."""
+        """Each applied record's fate; metrics counted once per topic and batch (the end-to-end
+        latencies in one :meth:`~postbox.consumer.metrics.BatchHistogram.observe_many`)."""
         now = datetime.now(timezone.utc)
         applied: Counter[str] = Counter()
         duplicates: Counter[str] = Counter()
+        latencies: list[float] = []
+        done: list[tuple[TopicPartitionKey, int]] = []
+        skipped: list[tuple[TopicPartitionKey, int]] = []
         for item, result in zip(items, results):
             if result.applied:
-                batch.finished(item.tp, item.offset, Fate.APPLIED)
+                done.append((item.tp, item.offset))
                 applied[item.tp[0]] += 1
                 created = item.event.created_at if item.event is not None else None
                 if created is not None:
-                    self._latencies.append((now - created).total_seconds())
+                    latencies.append(max(0.0, (now - created).total_seconds()))
             elif result.duplicate:
-                batch.finished(item.tp, item.offset, Fate.DUPLICATE)
+                skipped.append((item.tp, item.offset))
                 duplicates[item.tp[0]] += 1
             elif result.retry:
                 batch.hold(item.tp, item.offset, result.reason or "retry", result.error or "")
             else:
-                if result.undo_error:
-                    result.raise_for_failure()  # EffectEngineError: the consumer stops
-                code = classes.CROSS_SLOT if result.cross_slot else classes.redis_error_code(result.error)
-                where = f" at command {result.command_index} ({result.command})" if result.command_index is not None else ""
-                item.failure = Failure(classes.effect_failed(code), f"effect failed{where}: {result.error}", 1, recorded=not result.cross_slot)
-                item.fx = None
+                _effect_failed(item, result)
+        batch.finish_all(done, Fate.APPLIED)
+        batch.finish_all(skipped, Fate.DUPLICATE)
+        self.metrics.end_to_end_seconds.observe_many(latencies)
         for topic, count in applied.items():
             self._topic(topic)[1].inc(count)
         for topic, count in duplicates.items():
             self._topic(topic)[2].inc(count)
-
-    def _observe_latencies(self) -> None:
-        """Record the end-to-end latencies :meth:`_account` collected (off the apply's critical path)."""
-        latencies, self._latencies = self._latencies, []
-        observe = self._e2e.observe
-        for seconds in latencies:
-            observe(max(0.0, seconds))
 
     # -- dead letters -----------------------------------------------------------------------------------
 
@@ -425,6 +413,17 @@ def _settle_handler(item: Item, outcome: Outcome, blocks: Blocks) -> None:
     item.failure, item.exc = outcome.failure, outcome.exc
     if outcome.failure.kind == classes.TRANSIENT:
         blocks.block(item.tp, item.offset, "handler", outcome.failure.error)
+
+
+def _effect_failed(item: Item, result: ApplyResult) -> None:
+    """Record an effect that failed inside the script (already undone there): a permanent failure
+    to dead-letter, or — its undo failed too — the engine error that stops the consumer."""
+    if result.undo_error:
+        result.raise_for_failure()  # EffectEngineError: the consumer stops
+    code = classes.CROSS_SLOT if result.cross_slot else classes.redis_error_code(result.error)
+    where = f" at command {result.command_index} ({result.command})" if result.command_index is not None else ""
+    item.failure = Failure(classes.effect_failed(code), f"effect failed{where}: {result.error}", 1, recorded=not result.cross_slot)
+    item.fx = None
 
 
 def _outcome_name(result: ApplyResult) -> str:

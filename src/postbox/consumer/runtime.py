@@ -79,13 +79,25 @@ class Stopped(Exception):
     """Raised inside start-up waits when a stop was requested."""
 
 
+#: The collector's youngest-generation threshold while a consumer runs (Python's default: 700).
+GC_GEN0_THRESHOLD = 20_000
+
+
 def _freeze_start_up() -> None:
     """Move everything alive after start-up (modules, schemas, compiled checks, the app, clients)
     out of the garbage collector's reach: it lives as long as the process, yet every full
     collection walked it — ~30 ms with the GIL held, both threads stopped, several times a run.
-    ``gc.freeze`` only exempts what exists now; everything allocated later is collected as usual."""
+    ``gc.freeze`` only exempts what exists now; everything allocated later is collected as usual.
+
+    And collect the young generation every 20,000 allocations instead of 700: a batch keeps ~15
+    objects per record alive until it is settled (Event, payload, Effects, ...), so the default
+    walked each of them several times before it died — 3-5 µs of the loop's per-event CPU
+    (5,000 bench records, paired runs). Garbage without cycles is freed by reference counting as
+    before; only cyclic garbage waits a little longer."""
     gc.collect()
     gc.freeze()
+    _, gen1, gen2 = gc.get_threshold()
+    gc.set_threshold(max(GC_GEN0_THRESHOLD, gc.get_threshold()[0]), gen1, gen2)
 
 
 class ConsumerRuntime:
