@@ -45,6 +45,31 @@ class _Commands(TyperGroup):
             raise StdoutClosed() from None
 
 
+def _flags_read_as_flags() -> None:
+    """Every help page shows a boolean flag as a flag (``--execute``), not ``--execute <bool>``.
+
+    The cause is typer 0.29's rich help (the help postbox prints): its options panel writes
+    ``display_type_rich()`` after every option, and ``TyperOption.display_type_rich`` does not
+    skip flags — the plain help (``get_help_record``) does (``if not self.is_flag``). Every option
+    of every command is a ``TyperOption``, so the fix is made here, once: a flag (or a counter)
+    has no value to describe. Kept in one place until typer's rich help skips flags itself."""
+    from typer.core import TyperOption
+
+    original = TyperOption.display_type_rich
+    if getattr(original, "flags_read_as_flags", False):
+        return
+
+    def display_type_rich(self: TyperOption, ctx: Any) -> str | None:
+        if self.is_flag or self.count:
+            return None
+        return original(self, ctx)
+
+    display_type_rich.flags_read_as_flags = True  # type: ignore[attr-defined]
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_flags_read_as_flags()
+
 app = typer.Typer(
     cls=_Commands,
     name="postbox",

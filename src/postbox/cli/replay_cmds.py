@@ -53,7 +53,7 @@ def register(app: typer.Typer) -> None:
 
 @kafka_client_options
 def replay(
-    group: str = typer.Option(..., "--group", "-g", callback=group_id, help="The consumer group to rewind (must have no members)."),
+    group: str = typer.Option(..., "--group", "-g", callback=group_id, help="The consumer group to rewind (a reset needs it stopped: no members; a window --until does not)."),
     to: Optional[str] = typer.Option(None, "--to", help="earliest | latest | OFFSET | ISO time | duration ago (2h)."),
     shift_by: Optional[int] = typer.Option(None, "--shift-by", help="Move each partition N records from its committed offset (negative: re-consume N)."),
     to_current: bool = typer.Option(False, "--to-current", help="Keep the committed offsets (a plan to --export, or commits for partitions without one)."),
