@@ -32,7 +32,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec, ResourceType
 
 from postbox import kafka_config
-from postbox.errors import KafkaUnavailableError, PostboxError, UnknownGroupError, UnknownTopicError
+from postbox.errors import ConfigError, KafkaUnavailableError, PostboxError, UnknownGroupError, UnknownTopicError
 from postbox.kafka_config import KafkaProperties, LoginErrors
 from postbox.topics import DLQ_SUFFIX
 from postbox.topics import TOPIC_PREFIX
@@ -43,6 +43,47 @@ DEFAULT_TIMEOUT = 5.0
 CLI_GROUP_PREFIX = "postbox-cli-"
 #: Offset value librdkafka uses for "no committed offset".
 NO_OFFSET = -1001
+
+
+_GRANT = "kafka-acls --bootstrap-server ... --add --allow-principal User:<this client's principal> --operation Describe"
+_OTHER_PRINCIPAL = ", or run with the client properties of a principal that has it (-X / POSTBOX_KAFKA_CONFIG)"
+
+#: The expected admin errors of a request about a consumer group, each as (error class, what
+#: happened, the fix) with ``{group}`` and ``{bootstrap}`` filled in: one table, so every command
+#: that looks at a group (lag, replay, trace, doctor, the exporter) says the same. A group that does
+#: not exist (GROUP_ID_NOT_FOUND) is not here: it is an empty group, not an error.
+GROUP_ADMIN_ERRORS: dict[int, tuple[type[PostboxError], str, str]] = {
+    KafkaError.GROUP_AUTHORIZATION_FAILED: (
+        ConfigError, "Kafka at {bootstrap} refused to describe consumer group {group}: not authorized",
+        f"grant it: {_GRANT} --group {{group}}{_OTHER_PRINCIPAL}"),
+    KafkaError.TOPIC_AUTHORIZATION_FAILED: (
+        ConfigError, "Kafka at {bootstrap} refused to describe the topics of consumer group {group}: not authorized",
+        f"grant it on the group's topics: {_GRANT} --topic <topic>{_OTHER_PRINCIPAL}"),
+    KafkaError.CLUSTER_AUTHORIZATION_FAILED: (
+        ConfigError, "Kafka at {bootstrap} refused to describe the cluster while asking about consumer group {group}: not authorized",
+        f"grant it: {_GRANT} --cluster{_OTHER_PRINCIPAL}"),
+    KafkaError.COORDINATOR_NOT_AVAILABLE: (
+        KafkaUnavailableError, "the coordinator of consumer group {group} is not available at {bootstrap}",
+        "the broker is starting, or a partition of __consumer_offsets has no leader: retry in a few seconds; "
+        "if it persists, check the brokers (`postbox status`, their logs) and __consumer_offsets' replicas"),
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS: (
+        KafkaUnavailableError, "the coordinator of consumer group {group} is still loading the group's offsets",
+        "retry in a few seconds (a broker just started or took over a partition of __consumer_offsets)"),
+    KafkaError.NOT_COORDINATOR: (
+        KafkaUnavailableError, "the broker asked is no longer the coordinator of consumer group {group} (leadership moved)",
+        "retry: the next request finds the new coordinator"),
+}  # fmt: skip
+
+
+def group_admin_error(group: str, bootstrap: str, error: Any) -> PostboxError | None:
+    """The one-line error (with its fix) for an expected admin error about ``group``, else None."""
+    if not isinstance(error, KafkaError):
+        return None
+    found = GROUP_ADMIN_ERRORS.get(error.code())
+    if found is None:
+        return None
+    kind, message, fix = found
+    return kind(message.format(group=group, bootstrap=bootstrap), fix=fix.format(group=group))
 
 
 def kafka_timeout() -> float:
@@ -212,11 +253,16 @@ class Kafka:
                "; a TLS or SASL listener needs its client properties (POSTBOX_KAFKA_CONFIG / -X security.protocol=...)"),
         )
 
-    def _result(self, future: Any) -> Any:
+    def _result(self, future: Any, group: str | None = None) -> Any:
+        """The future's result; a broker that did not answer is :meth:`unavailable`, and the
+        expected errors of a request about ``group`` are :data:`GROUP_ADMIN_ERRORS`."""
         try:
             return future.result(timeout=self.timeout + 1)
         except KafkaException as exc:
             error = exc.args[0] if exc.args else None
+            mapped = group_admin_error(group, self.bootstrap, error) if group is not None else None
+            if mapped is not None:
+                raise mapped from None
             if isinstance(error, KafkaError) and error.code() in (
                 KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN,
                 KafkaError.REQUEST_TIMED_OUT, KafkaError.COORDINATOR_NOT_AVAILABLE,
@@ -370,7 +416,7 @@ class Kafka:
             )
         except KafkaException as exc:
             raise self.unavailable(exc) from None
-        result = self._result(futures[group])
+        result = self._result(futures[group], group)
         return {
             (tp.topic, tp.partition): tp.offset
             for tp in (result.topic_partitions or [])
@@ -383,7 +429,7 @@ class Kafka:
         except KafkaException as exc:
             raise self.unavailable(exc) from None
         try:
-            desc = self._result(futures[group])
+            desc = self._result(futures[group], group)
         except KafkaException as exc:
             error = exc.args[0] if exc.args else None
             if isinstance(error, KafkaError) and error.code() == KafkaError.GROUP_ID_NOT_FOUND:
