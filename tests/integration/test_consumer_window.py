@@ -113,3 +113,50 @@ def test_window_beside_the_live_group_applies_every_event_exactly_once(settings,
     assert counts["applied"] > 0  # and applied what the live group had not reached (which the live group then skips)
     assert _applied(redis_client, agg) == {eid: 1 for eid, _, _ in sent}  # exactly once, whoever applied it
     assert during.count("partitions assigned") == 1 and "revoked" not in during and "lost" not in during  # the window caused no rebalance
+
+
+def test_an_interrupted_window_exits_4_and_running_it_again_finishes_it(settings, redis_client, unique, tmp_path):
+    agg = f"winstop{unique}"
+    topic = f"outbox.event.{agg}"
+    group = f"test-window-stop-{unique}"
+    create_topic(settings.kafka_bootstrap, topic, 2)
+    sent = _produce_timed(settings.kafka_bootstrap, topic, agg, 120, int(time.time() * 1000) - 600_000)
+    env = {"POSTBOX_REDIS_URL": settings.redis_url, "POSTBOX_KAFKA_BOOTSTRAP": settings.kafka_bootstrap, "POSTBOX_TEST_SLEEP_MS": "60"}
+    window = ConsumerProcess(APP, env, tmp_path / "window.log", ["--group", group, "--topics", topic, "--batch-size", "5",
+                                                                 "--from", "beginning", "--until", "end"])  # fmt: skip
+    try:
+        wait_for(lambda: len(_applied(redis_client, agg)) >= 10, 60, "the window under way")
+        assert window.terminate() == 4  # SIGTERM: the batch finishes, nothing is committed
+    finally:
+        window.close()
+    lines = [line for line in window.log_path.read_text().splitlines() if line.startswith(topic + "[")]
+    assert len(lines) == 2 and all("(stopped before the end, at offset" in line for line in lines), lines
+    first = len(_applied(redis_client, agg))
+    assert 10 <= first < 120
+
+    again = _consume(settings, APP, group, topic, "--from", "beginning", "--until", "end")
+    assert again.returncode == 0, again.stderr[-3000:]
+    totals = {"applied": 0, "duplicate": 0}
+    for line in _summary(again.stdout, topic).values():
+        totals["applied"] += int(line.split("applied ")[1].split(",")[0])
+        totals["duplicate"] += int(line.split("duplicate ")[1].split(",")[0])
+    assert totals == {"applied": 120 - first, "duplicate": first}
+    assert _applied(redis_client, agg) == {eid: 1 for eid, _, _ in sent}
+
+
+def test_a_window_dead_letters_what_fails_and_counts_it(settings, redis_client, unique):
+    from tests.support.consumers import json_event, produce, read_all
+
+    agg = f"windlq{unique}"
+    topic = f"outbox.event.{agg}"
+    group = f"test-window-dlq-{unique}"
+    create_topic(settings.kafka_bootstrap, topic, 1)
+    create_topic(settings.kafka_bootstrap, f"{topic}.dlq", 1)
+    kinds = ["Counted", "Boom", "Counted", "Boom", "Counted"]  # Boom: the handler always raises
+    produce(settings.kafka_bootstrap, topic, [json_event(agg, "a1", kind, i, partition=0) for i, kind in enumerate(kinds)])
+    done = _consume(settings, "tests.apps.counting:strict", group, topic, "--from", "beginning", "--until", "end", "--handler-retries", "0")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert _summary(done.stdout, topic)[0] == f"{topic}[0] offsets 0..4: applied 3, duplicate 0, dead-lettered 2"
+    dead = read_all(settings.kafka_bootstrap, f"{topic}.dlq", expect=2)
+    assert sorted(dict(m.headers())["postbox.origin.offset"] for m in dead) == [b"1", b"3"]
+    assert redis_client.lrange(f"{{{agg}:a1}}:seq", 0, -1) == [b"0", b"2", b"4"]  # Boom's push was rolled back
