@@ -117,12 +117,12 @@ def run_window(app: Any, config: Any, settings: Any, start: Any, end: Any, parti
     every partition reached its end, :data:`~postbox.consumer.window.EXIT_WINDOW_INCOMPLETE` when it
     was stopped before, 3 on an engine or configuration error while running."""
     from postbox.cli.incident_common import kafka_for
-    from postbox.incident.window import check_marker_window, plan_window
+    from postbox.incident.window import COMMITTED, check_marker_window, plan_window
 
     with kafka_for(settings) as kafka:
         for topic in config.topics:
             kafka.require_topic(topic)
-        committed = kafka.committed(config.group) if start.kind == "committed" else None
+        committed = kafka.committed(config.group) if start.kind == COMMITTED else None
         plan = plan_window(kafka, list(config.topics), start, end, partitions=partitions, committed=committed)
         check_marker_window(kafka, plan, config.marker_ttl, MARKER_MARGIN)
     print_window_plan(config.group, plan)
