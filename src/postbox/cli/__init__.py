@@ -95,48 +95,30 @@ def _root(
     """Transactional outbox → Debezium → Kafka → exactly-once effects in Redis."""
 
 
-def _register() -> None:
-    """Attach every command module. Each module exposes `register(app)`; the list is static, so a
-    missing module is an import error at once, not a command that silently disappears."""
-    from postbox.cli import (
-        audit_cmds,
-        connector_cmds,
-        consume_cmds,
-        db_cmds,
-        demo_cmds,
-        doctor_cmds,
-        dlq_cmds,
-        exporter_cmds,
-        lag_cmds,
-        replay_cmds,
-        schemas_cmds,
-        stack_cmds,
-        tail_cmds,
-        topics_cmds,
-        trace_cmds,
-    )
+#: Every command module, in the order `postbox --help` lists them. Each exposes ``register(app)``.
+_MODULES = ("stack_cmds", "schemas_cmds", "db_cmds", "consume_cmds", "topics_cmds", "tail_cmds", "trace_cmds", "lag_cmds",
+            "exporter_cmds", "dlq_cmds", "replay_cmds", "connector_cmds", "doctor_cmds", "audit_cmds", "demo_cmds")  # fmt: skip
 
-    modules = (
-        stack_cmds,
-        schemas_cmds,
-        db_cmds,
-        consume_cmds,
-        topics_cmds,
-        tail_cmds,
-        trace_cmds,
-        lag_cmds,
-        exporter_cmds,
-        dlq_cmds,
-        replay_cmds,
-        connector_cmds,
-        doctor_cmds,
-        audit_cmds,
-        demo_cmds,
-    )
-    if app.registered_commands:  # already attached (main() run twice in one process, as the tests do)
-        return
-    for module in modules:
-        module.register(app)
+#: Commands that start a long-running process whose start-up time matters: ``postbox consume``
+#: after a crash is back only once Python has imported what it needs, so it attaches its own module
+#: alone (the other commands' imports — rich tables, incident tools — took ~80 ms of CPU, seconds
+#: on a loaded host, #14.3).
+_ALONE = {"consume": "consume_cmds"}
+
+_attached: set[str] = set()
+
+
+def _register(argv: list[str] | None = None) -> None:
+    """Attach the command modules: every one, or only the command's own when the command line
+    starts with a command of :data:`_ALONE`. The list is static, so a missing module is an import
+    error at once, not a command that silently disappears; a module is attached once per process
+    (main() runs several times in one process in the tests)."""
+    args = sys.argv[1:] if argv is None else argv
+    wanted = (_ALONE[args[0]],) if args and args[0] in _ALONE else _MODULES
+    for name in wanted:
+        if name not in _attached:
+            importlib.import_module(f"postbox.cli.{name}").register(app)
+            _attached.add(name)
 
 
 def _click_exception_types() -> tuple[tuple[type, ...], tuple[type, ...]]:

@@ -55,7 +55,6 @@ def consume(
     partition: Optional[list[int]] = typer.Option(None, "--partition", "-p", min=0, help="with --until: only these partitions (repeatable)"),
 ) -> int:
     """Consume outbox topics with the handlers of MODULE:APP, exactly once per group."""
-    from postbox.cli.output import print_json
     from postbox.consumer import ConsumerConfig, ConsumerRuntime, load_app
     from postbox.consumer.logs import configure
 
@@ -75,6 +74,7 @@ def consume(
     )  # fmt: skip
     config = config.with_default_instance(app.name) if window is None else replace(config, instance_id=DYNAMIC)
     if check:
+        from postbox.cli.output import print_json  # here: rich is not imported by a consumer that runs (start-up time is recovery time, #14.3)
         from postbox.consumer.reader_schemas import load_reader_codec
 
         load_reader_codec(app, config)  # a handler's missing schema is a configuration error here too
@@ -91,8 +91,6 @@ def consume(
 def _window_specs(start: Optional[str], until: Optional[str], partition: Optional[list[int]],
                   instance_id: Optional[str]) -> Optional[tuple[Any, Any, Optional[list[int]]]]:  # fmt: skip
     """``(start, end, partitions)`` of a window run, None for a group member; usage errors name the flag."""
-    from postbox.incident.window import check_order, parse_window_end, parse_window_start
-
     if until is None:
         if start is not None:
             raise typer.BadParameter("--from needs --until: a window run names both ends (to move where the group resumes, use `postbox replay`)",
@@ -104,6 +102,8 @@ def _window_specs(start: Optional[str], until: Optional[str], partition: Optiona
         raise typer.BadParameter("--until needs --from (e.g. --from committed for the group's committed offsets, or --from 2h)", param_hint="--until")
     if instance_id not in (None, DYNAMIC, "auto"):
         raise typer.BadParameter("a window run joins no group, so it takes no --instance-id", param_hint="--instance-id")
+    from postbox.incident.window import check_order, parse_window_end, parse_window_start  # a group member does not import it (start-up time, #14.3)
+
     try:
         begin, end = parse_window_start(start), parse_window_end(until)
         check_order(begin, end)

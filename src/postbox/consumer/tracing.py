@@ -11,6 +11,8 @@ API but no SDK the spans are OpenTelemetry's no-ops.
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -18,18 +20,14 @@ from typing import Any
 
 from postbox.events import Event
 
-try:
-    from opentelemetry import trace as _trace
-    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-
-    _PROPAGATOR: Any = TraceContextTextMapPropagator()
-    _NO_OP_PROVIDERS: tuple[type, ...] = (_trace.ProxyTracerProvider, _trace.NoOpTracerProvider)
-except ImportError:  # the optional extra is not installed
-    _trace = None  # type: ignore[assignment]
-    _PROPAGATOR = None
-    _NO_OP_PROVIDERS = ()
-
 TRACER_NAME = "postbox.consumer"
+#: OpenTelemetry's variable naming a tracer provider to load (then the API is imported to ask it).
+PROVIDER_ENV = "OTEL_PYTHON_TRACER_PROVIDER"
+
+#: ``opentelemetry.trace`` and the W3C propagator, once loaded (:func:`_api`).
+_trace: Any = None
+_PROPAGATOR: Any = None
+_NO_OP_PROVIDERS: tuple[type, ...] = ()
 
 
 #: Whether a tracer provider was configured: once set it stays (OpenTelemetry sets the global
@@ -39,19 +37,38 @@ RECHECK_S = 1.0
 _state = {"configured": False, "checked_at": float("-inf")}
 
 
+def _api() -> Any:
+    """``opentelemetry.trace``, or None. Imported only when the application imported it itself (a
+    tracer provider is set through it) or names a provider in :data:`PROVIDER_ENV`: postbox never
+    makes a consumer that does not trace pay for importing OpenTelemetry at start-up (#14.3)."""
+    global _trace, _PROPAGATOR, _NO_OP_PROVIDERS
+    if _trace is not None:
+        return _trace
+    if "opentelemetry.trace" not in sys.modules and not os.environ.get(PROVIDER_ENV):
+        return None
+    try:
+        from opentelemetry import trace
+        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+    except ImportError:  # the optional extra is not installed
+        return None
+    _PROPAGATOR = TraceContextTextMapPropagator()
+    _NO_OP_PROVIDERS = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+    _trace = trace
+    return trace
+
+
 def enabled() -> bool:
     """True when OpenTelemetry is importable and the application configured a tracer provider:
     with only the API (no provider set) every span would be a no-op, and starting one per event
     costs tens of microseconds, so none is started."""
     if _state["configured"]:
         return True
-    if _trace is None:
-        return False
     now = time.monotonic()
     if now - _state["checked_at"] < RECHECK_S:
         return False
     _state["checked_at"] = now
-    _state["configured"] = not isinstance(_trace.get_tracer_provider(), _NO_OP_PROVIDERS)
+    trace = _api()
+    _state["configured"] = trace is not None and not isinstance(trace.get_tracer_provider(), _NO_OP_PROVIDERS)
     return bool(_state["configured"])
 
 
