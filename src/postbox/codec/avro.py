@@ -16,6 +16,7 @@ from typing import Any, Mapping
 from fastavro import schemaless_reader, schemaless_writer
 
 from postbox.codec.compiled_check import Check, compile_check
+from postbox.codec.compiled_writer import Write, compile_writer
 from postbox.codec.validate import Invalid, validate
 from postbox.errors import DecodeError, PayloadError, UnknownEventTypeError
 from postbox.schemas.repository import EventSchema, SchemaRepository
@@ -60,6 +61,7 @@ class AvroCodec:
     def __init__(self, repository: SchemaRepository | None = None) -> None:
         self.repository = repository if repository is not None else SchemaRepository.default()
         self._checks: dict[bytes, Check] = {}  # by fingerprint: compiled once, used by every emit
+        self._writers: dict[bytes, Write] = {}  # likewise: check and encode in one pass (#17)
         #: (writer fingerprint, reader version) → its resolution, found once (the repository is immutable).
         self._readings: dict[tuple[bytes, int | None], _Reading] = {}
 
@@ -76,6 +78,22 @@ class AvroCodec:
         return self.encode_with(self.schema_for(aggregate_type, event_type, version), payload)
 
     def encode_with(self, schema: EventSchema, payload: Mapping[str, Any]) -> bytes:
+        """``payload``'s single-object encoding under ``schema``. The compiled writer does most
+        payloads in one pass; one it is not sure of takes the general path (check, ``validate``
+        naming the misfit, fastavro), which gives the same bytes or the same error."""
+        write = self._writers.get(schema.fingerprint)
+        if write is None:
+            write = self._writers[schema.fingerprint] = compile_writer(schema.parsed, schema.names)
+        out = bytearray(MARKER)
+        out += schema.fingerprint
+        try:
+            if write(payload, out):
+                return bytes(out)
+        except Exception:  # noqa: BLE001 - e.g. a float beyond its range: the general path decides
+            pass
+        return self._encode_checked(schema, payload)
+
+    def _encode_checked(self, schema: EventSchema, payload: Mapping[str, Any]) -> bytes:
         if not self._passes(schema, payload):
             # Only a payload the compiled check refuses pays for the walk that names the misfit.
             try:

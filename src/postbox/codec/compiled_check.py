@@ -19,7 +19,8 @@ from datetime import date, datetime, time
 from decimal import Decimal
 from typing import Any
 
-from postbox.codec.validate import INT_RANGE, LONG_RANGE, PRIMITIVES
+from postbox.codec.schema_compiler import SchemaCompiler
+from postbox.codec.validate import INT_RANGE, LONG_RANGE
 
 Check = Callable[[Any], bool]
 #: What a logical type's check returns: True/False decided, None "check the underlying type".
@@ -31,20 +32,14 @@ def compile_check(schema: Any, names: Mapping[str, Any]) -> Check:
     return _Compiler(names).compile(schema)
 
 
-class _Compiler:
-    def __init__(self, names: Mapping[str, Any]) -> None:
-        self.names = names
-        self.named: dict[str, Check] = {}
+class _Compiler(SchemaCompiler[Check]):
+    def union(self, branches: list[Any]) -> Check:
+        compiled = tuple(self.compile(branch) for branch in branches)
+        return lambda datum: any(branch(datum) for branch in compiled)
 
-    def compile(self, schema: Any) -> Check:
-        if isinstance(schema, str) and schema not in PRIMITIVES:
-            return self._named(schema)
-        if isinstance(schema, list):
-            branches = tuple(self.compile(branch) for branch in schema)
-            return lambda datum: any(branch(datum) for branch in branches)
-        kind = schema if isinstance(schema, str) else schema["type"]
+    def node(self, kind: str, schema: Mapping[str, Any]) -> Check:
         base = self._kind(kind, schema)
-        logical = _LOGICAL.get(schema.get("logicalType")) if isinstance(schema, dict) else None
+        logical = _LOGICAL.get(schema.get("logicalType"))
         if logical is None:
             return base
         decide = logical(schema)
@@ -55,13 +50,8 @@ class _Compiler:
 
         return check_logical
 
-    def _named(self, name: str) -> Check:
-        """A named type, compiled once; a recursive type reaches itself through the cell."""
-        if name not in self.named:
-            cell: list[Check] = []
-            self.named[name] = lambda datum: cell[0](datum)
-            cell.append(self.compile(self.names[name]))
-        return self.named[name]
+    def forward(self, cell: list[Check]) -> Check:
+        return lambda datum: cell[0](datum)
 
     def _kind(self, kind: str, schema: Any) -> Check:
         if kind == "record":

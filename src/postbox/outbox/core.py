@@ -33,10 +33,9 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Generic, Self, TypeVar
+from typing import Any, Generic, NamedTuple, Self, TypeVar
 
 import psycopg
 
@@ -51,8 +50,7 @@ from postbox.payloads.instance import EventPayload
 ConnT = TypeVar("ConnT", psycopg.Connection[Any], psycopg.AsyncConnection[Any])
 
 
-@dataclass(frozen=True, slots=True)
-class Plan:
+class Plan(NamedTuple):
     """What one call writes: the statements to send in order (the first one's cursor is the
     caller's), and the events they write."""
 
@@ -119,7 +117,7 @@ class OutboxCore(Generic[ConnT]):
         """The guard every send runs in: the connection must be in the caller's transaction, and a
         database that is not set up for this writer raises OutboxError with the fix."""
         require_transaction(conn)
-        return Sending(conn.info.user, self.retention)
+        return Sending(conn, self.retention)
 
     # -- the connection ``transaction()`` opens itself ----------------------------------------
 
@@ -149,10 +147,10 @@ class Sending:
 
     A plain class rather than ``@contextmanager``: it runs on every emit, and costs less."""
 
-    __slots__ = ("user", "retention")
+    __slots__ = ("conn", "retention")
 
-    def __init__(self, user: str, retention: Retention) -> None:
-        self.user = user
+    def __init__(self, conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any], retention: Retention) -> None:
+        self.conn = conn
         self.retention = retention
 
     def __enter__(self) -> None:
@@ -160,7 +158,7 @@ class Sending:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         if isinstance(exc, SETUP_ERRORS):
-            raise setup_error(exc, self.user, self.retention) from exc
+            raise setup_error(exc, self.conn.info.user, self.retention) from exc
 
 
 OutboxT = TypeVar("OutboxT")

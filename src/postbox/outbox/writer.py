@@ -50,12 +50,15 @@ class Outbox(OutboxCore[Connection]):
 
     def _send(self, conn: Connection, plan: Plan) -> psycopg.Cursor[Any]:
         """Send ``plan`` in the caller's transaction; the cursor holds its first statement's results."""
-        first, *more = plan.statements
-        with self.sending(conn), conn.pipeline() if more else nullcontext():  # several: one round trip
-            cur = conn.execute(*first, prepare=True)
-            for statement in more:
-                conn.execute(*statement, prepare=True)
-            return cur
+        statements = plan.statements
+        with self.sending(conn):
+            if len(statements) == 1:
+                return conn.execute(*statements[0], prepare=True)
+            with conn.pipeline():  # several statements: one round trip
+                cur = conn.execute(*statements[0], prepare=True)
+                for statement in statements[1:]:
+                    conn.execute(*statement, prepare=True)
+                return cur
 
     @contextmanager
     def transaction(self, conn: Connection | None = None, *, pipeline: bool = True) -> Iterator["OutboxTransaction"]:
