@@ -160,3 +160,30 @@ def test_a_window_dead_letters_what_fails_and_counts_it(settings, redis_client, 
     dead = read_all(settings.kafka_bootstrap, f"{topic}.dlq", expect=2)
     assert sorted(dict(m.headers())["postbox.origin.offset"] for m in dead) == [b"1", b"3"]
     assert redis_client.lrange(f"{{{agg}:a1}}:seq", 0, -1) == [b"0", b"2", b"4"]  # Boom's push was rolled back
+
+
+def test_a_window_ending_at_transaction_markers_finishes(settings, redis_client, unique):
+    """A transactional producer (Kafka Connect with exactly-once source support writes the outbox
+    topics so) leaves control records and aborted records in the offsets: the window's last
+    offsets hold no record the consumer is handed, and it must still see its end."""
+    from confluent_kafka import Producer
+
+    from tests.support.consumers import json_event
+
+    agg = f"wintx{unique}"
+    topic = f"outbox.event.{agg}"
+    group = f"test-window-tx-{unique}"
+    create_topic(settings.kafka_bootstrap, topic, 1)
+    producer = Producer({"bootstrap.servers": settings.kafka_bootstrap, "transactional.id": f"test-{unique}"})
+    producer.init_transactions(30)
+    for commit, seqs in ((True, range(0, 4)), (False, range(4, 7))):  # 4 committed, then 3 aborted
+        producer.begin_transaction()
+        for key, value, headers, _ in (json_event(agg, "a1", "Counted", i) for i in seqs):
+            producer.produce(topic, key=key, value=value, headers=headers, partition=0)
+        producer.flush(30)
+        producer.commit_transaction(30) if commit else producer.abort_transaction(30)
+    done = _consume(settings, APP, group, topic, "--from", "beginning", "--until", "end")
+    assert done.returncode == 0, done.stderr[-3000:]
+    line = _summary(done.stdout, topic)[0]
+    assert line.endswith("applied 4, duplicate 0, dead-lettered 0"), line  # offsets 0..8: 4 records, 2 markers, 3 aborted
+    assert redis_client.lrange(f"{{{agg}:a1}}:seq", 0, -1) == [b"0", b"1", b"2", b"3"]
