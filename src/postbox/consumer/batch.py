@@ -145,9 +145,7 @@ class Batch:
         where to retry from — its block; the first of more than ``held_limit`` held records; or a
         record left pending with no block before it (a runtime bug), so it is re-read rather than
         skipped — and the held records before that point, to carry into the next batch."""
-        offsets = self.offsets[tp]
-        first_unfinished = next((o for o in offsets if self.fates[(tp, o)] not in FINISHED), None)
-        held = [o for o in offsets if self.fates[(tp, o)] is Fate.HELD]
+        first_unfinished, held = self._unfinished(tp)
         block = self.blocks.get(tp) or self._held_block(tp, held) or self._pending_block(tp)
         hold = tuple(o for o in held if block is None or o < block.offset)
         if block is not None:
@@ -156,6 +154,22 @@ class Batch:
         if first_unfinished is not None:
             return Position(first_unfinished, None, hold)
         return Position(self.end(tp))
+
+    def _unfinished(self, tp: TopicPartitionKey) -> tuple[int | None, list[int]]:
+        """The partition's first unfinished offset and its held ones, in one pass (runs once per
+        partition and batch over every record)."""
+        fates = self.fates
+        first: int | None = None
+        held: list[int] = []
+        for offset in self.offsets[tp]:
+            fate = fates[(tp, offset)]
+            if fate is Fate.APPLIED or fate is Fate.DUPLICATE or fate is Fate.DEAD_LETTERED:  # FINISHED, without hashing the enum
+                continue
+            if first is None:
+                first = offset
+            if fate is Fate.HELD:
+                held.append(offset)
+        return first, held
 
     def end(self, tp: TopicPartitionKey) -> int:
         """The offset after the last record of ``tp`` this batch (or the one its carried records

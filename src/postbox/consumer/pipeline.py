@@ -221,7 +221,7 @@ class Pipeline:
         """Build the batch (held records first), dead-letter the failures known so far, then hand
         the rest to the worker. Call only when nothing is in flight (:meth:`settle` first)."""
         assert self._in_flight is None, "launch() with a batch still in flight"
-        fresh = [i for i in prepared.items if self.partitions.flowing(i.tp)] if prepared is not None else []
+        fresh = self._still_flowing(prepared.items) if prepared is not None else []
         items, self._carried = self._carried + fresh, []  # records the batch before stopped are left out
         if not items:
             return
@@ -229,11 +229,19 @@ class Pipeline:
         for tp, block in (prepared.blocks.at.items() if prepared is not None else ()):
             if tp in batch.offsets:
                 batch.block(tp, block.offset, block.reason, block.error)
-        self._dead_letter([i for i in items if i.permanent], batch)
-        to_apply = [i for i in items if i.fx is not None and i.failure is None and not batch.covers(i.tp, i.offset)]
+        self._dead_letter([i for i in items if i.failure is not None and i.permanent], batch)
+        to_apply = [i for i in items if i.fx is not None and i.failure is None]
+        if batch.blocks.at:  # a partition stopped: nothing at or after its block is applied
+            to_apply = [i for i in to_apply if not batch.covers(i.tp, i.offset)]
         pairs = [(i.ref, i.fx) for i in to_apply]
         future = self._worker.submit(self._apply, pairs, self._per_node(to_apply)) if to_apply else None  # type: ignore[arg-type]  # to_apply items all carry a ref and effects
         self._in_flight = InFlight(items, to_apply, batch, future)
+
+    def _still_flowing(self, items: list[Item]) -> list[Item]:
+        """The prepared records whose partition still flows (not revoked, not stopped by the batch
+        settled since they were prepared); asked once per partition."""
+        flowing = {tp: self.partitions.flowing(tp) for tp in {i.tp for i in items}}
+        return items if all(flowing.values()) else [i for i in items if flowing[i.tp]]
 
     def _per_node(self, items: list[Item]) -> dict[str, Any]:
         """On Redis Cluster, apply partially (a node that is down holds back only its records, see
@@ -282,8 +290,8 @@ class Pipeline:
                 if tracing.enabled():
                     tracing.record_applies([(i.event, _outcome_name(r)) for i, r in zip(flight.to_apply, results) if i.event is not None],
                                            self.group, applied.started_ns, applied.ended_ns)  # fmt: skip
-                self._account(flight.to_apply, results, flight.batch)
-                self._dead_letter([i for i in flight.to_apply if i.permanent], flight.batch, owe=True)
+                failed = self._account(flight.to_apply, results, flight.batch)
+                self._dead_letter(failed, flight.batch, owe=True)
         if log.isEnabledFor(logging.DEBUG):
             log_batch(flight.items, results, flight.batch)
         self._carry(flight.items, flight.batch, self.partitions.finish(flight.batch))
@@ -292,7 +300,7 @@ class Pipeline:
     def _carry(self, items: list[Item], batch: Batch, positions: dict[TopicPartitionKey, Position]) -> None:
         """Keep the held records for the next launch (each partition's commit stops before them)."""
         held = {(tp, offset) for tp, position in positions.items() for offset in position.hold}
-        self._carried = [i for i in items if (i.tp, i.offset) in held]
+        self._carried = [i for i in items if (i.tp, i.offset) in held] if held else []
         self._carried_ends = {tp: batch.end(tp) for tp, position in positions.items() if position.hold and position.retry is None}
         if self._carried:
             self._carried_due = time.monotonic() + self.carry_delay_s
@@ -303,15 +311,17 @@ class Pipeline:
         self._in_flight = None
         self._worker.shutdown(wait=True)
 
-    def _account(self, items: list[Item], results: list[ApplyResult], batch: Batch) -> None:
+    def _account(self, items: list[Item], results: list[ApplyResult], batch: Batch) -> list[Item]:
         """Each applied record's fate; metrics counted once per topic and batch (the end-to-end
-        latencies in one :meth:`~postbox.consumer.metrics.BatchHistogram.observe_many`)."""
+        latencies in one :meth:`~postbox.consumer.metrics.BatchHistogram.observe_many`). Returns
+        the records whose effect failed (to dead-letter)."""
         now = datetime.now(timezone.utc)
         applied: Counter[str] = Counter()
         duplicates: Counter[str] = Counter()
         latencies: list[float] = []
         done: list[tuple[TopicPartitionKey, int]] = []
         skipped: list[tuple[TopicPartitionKey, int]] = []
+        failed: list[Item] = []
         for item, result in zip(items, results):
             if result.applied:
                 done.append((item.tp, item.offset))
@@ -326,6 +336,7 @@ class Pipeline:
                 batch.hold(item.tp, item.offset, result.reason or "retry", result.error or "")
             else:
                 _effect_failed(item, result)
+                failed.append(item)
         batch.finish_all(done, Fate.APPLIED)
         batch.finish_all(skipped, Fate.DUPLICATE)
         self.metrics.end_to_end_seconds.observe_many(latencies)
@@ -333,6 +344,7 @@ class Pipeline:
             self._topic(topic)[1].inc(count)
         for topic, count in duplicates.items():
             self._topic(topic)[2].inc(count)
+        return failed
 
     # -- dead letters -----------------------------------------------------------------------------------
 
