@@ -26,7 +26,11 @@ is a redis-server of the bench's own (``appendonly yes``, ``appendfsync always``
 ``--redis-url`` is given. Prints a table, then as its LAST line one JSON object with
 ``raw_per_s``, ``runtime_per_s``, ``naive_per_s``, ``engine_per_s``, ``peer_per_s``,
 ``runtime_vs_raw``, ``runtime_vs_naive``, ``runtime_vs_engine`` and ``runtime_vs_peer``, plus
-``rounds``, the per-round ratios and ``load_before``/``load_after``.
+``rounds``, the per-round ratios and ``load_before``/``load_after``, and CPU per event (µs, medians;
+steadier than rates on a shared machine): ``runtime_cpu_us_per_event`` (the runtime's process, the
+bench thread's own work left out), ``runtime_loop_cpu_us_per_event`` (its loop thread: decode,
+handlers, bookkeeping), ``engine_cpu_us_per_event`` (the engine alone) and
+``runtime_overhead_cpu_us_per_event`` (runtime less engine: what the runtime adds).
 """
 
 from __future__ import annotations
@@ -123,7 +127,11 @@ def run_raw(bootstrap: str, topic: str, n: int) -> float:
         consumer.close()
 
 
-def run_runtime(bootstrap: str, redis_url: str, topic: str, n: int) -> tuple[float, ConsumerRuntime]:
+def run_runtime(bootstrap: str, redis_url: str, topic: str, n: int) -> tuple[float, ConsumerRuntime, dict[str, float]]:
+    """The runtime's rate, and its CPU per event over the same window (µs): ``runtime`` the whole
+    process's less the bench thread's own (Kafka client threads included), ``runtime_loop`` its
+    loop thread's (decode, handlers, bookkeeping; the rest is mostly the apply worker's engine
+    work). CPU figures move far less with the load of a shared machine than rates do."""
     app = make_app()
     config = ConsumerConfig.load({}, app=app, group=f"bench-runtime-{uuid.uuid4().hex}", topics=topic,
                                  kafka_bootstrap=bootstrap, redis_url=redis_url)
@@ -132,6 +140,7 @@ def run_runtime(bootstrap: str, redis_url: str, topic: str, n: int) -> tuple[flo
     thread.start()
     m = runtime.metrics
     start = None
+    cpu0 = (0.0, 0.0, 0.0)
     deadline = time.monotonic() + 300
     try:
         # Three counters read every POLL_S (see _progress): the probe must not take the GIL from the
@@ -140,17 +149,25 @@ def run_runtime(bootstrap: str, redis_url: str, topic: str, n: int) -> tuple[flo
             consumed, done = _progress(m)
             if start is None and consumed > 0:
                 start = time.perf_counter()
+                cpu0 = _cpu_now(thread)
             if done >= n:
                 break
             time.sleep(POLL_S)
         elapsed = time.perf_counter() - (start or time.perf_counter())
+        process, bench, loop = (b - a for a, b in zip(cpu0, _cpu_now(thread)))
         done = m.total("postbox_consumer_events_applied_total")
     finally:
         runtime.stop()
         thread.join(60)
     if done < n:
         raise SystemExit(f"bench: the runtime applied only {done:.0f} of {n} events")
-    return n / elapsed, runtime
+    return n / elapsed, runtime, {"runtime": (process - bench) * 1e6 / n, "runtime_loop": loop * 1e6 / n}
+
+
+def _cpu_now(thread: threading.Thread) -> tuple[float, float, float]:
+    """(process CPU, this thread's CPU, ``thread``'s CPU) in seconds."""
+    assert thread.ident is not None
+    return time.process_time(), time.thread_time(), time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
 
 
 def _progress(m) -> tuple[float, float]:
@@ -319,10 +336,14 @@ def main() -> None:
         gc.freeze()
         load_before = os.getloadavg()[0]
         rounds: list[dict[str, float]] = []
+        cpus: list[dict[str, float]] = []  # CPU µs per event of the runtime (whole, loop thread) and the engine alone
         for number in range(1, args.rounds + 1):  # side by side, so a change of load hits every contender
             rates: dict[str, float] = {"raw": run_raw(settings.kafka_bootstrap, topic, n)}
-            rates["runtime"], runtime = run_runtime(settings.kafka_bootstrap, redis_url, topic, n)
+            rates["runtime"], runtime, cpu = run_runtime(settings.kafka_bootstrap, redis_url, topic, n)
+            engine_cpu = time.process_time()
             rates["engine"] = run_engine(client, events, runtime.config.batch_size)
+            cpu["engine"] = (time.process_time() - engine_cpu) * 1e6 / n
+            cpus.append(cpu)
             rates["peer"] = run_peer(settings.kafka_bootstrap, client, topic, n)
             rates["naive"] = run_naive(settings.kafka_bootstrap, client, topic, naive_n)
             rounds.append(rates)
@@ -330,6 +351,7 @@ def main() -> None:
         del events
         load_after = os.getloadavg()[0]
         med = {name: statistics.median(r[name] for r in rounds) for name in rounds[0]}
+        cpu_med = {name: statistics.median(c[name] for c in cpus) for name in cpus[0]}
         raw, runtime_rate, naive = med["raw"], med["runtime"], med["naive"]
         batches = runtime.metrics.registry.get_sample_value("postbox_consumer_batch_size_count", {"group": runtime.config.group}) or 0
         print()
@@ -339,6 +361,8 @@ def main() -> None:
             rate, count = med[name], naive_n if name == "naive" else n
             print(f"{name:<10}{count:>10,}{rate:>12,.0f}{rate / raw:>9.1%}{rate / naive:>9.1f}x{runtime_rate / rate:>11.2f}x")
         print(f"runtime: batch_size {runtime.config.batch_size}, {batches:.0f} batches in its last round (mean {n / max(batches, 1):.0f} records)")
+        print(f"CPU per event (medians): runtime {cpu_med['runtime']:.1f} us (its loop thread {cpu_med['runtime_loop']:.1f} us), "
+              f"engine alone {cpu_med['engine']:.1f} us; the runtime's own {cpu_med['runtime'] - cpu_med['engine']:.1f} us")
         print(json.dumps({
             "events": n,
             "naive_events": naive_n,
@@ -356,6 +380,10 @@ def main() -> None:
             "runtime_vs_peer_per_round": [round(r["runtime"] / r["peer"], 3) for r in rounds],
             "load_before": round(load_before, 1),
             "load_after": round(load_after, 1),
+            "runtime_cpu_us_per_event": round(cpu_med["runtime"], 1),
+            "runtime_loop_cpu_us_per_event": round(cpu_med["runtime_loop"], 1),
+            "engine_cpu_us_per_event": round(cpu_med["engine"], 1),
+            "runtime_overhead_cpu_us_per_event": round(cpu_med["runtime"] - cpu_med["engine"], 1),
             "batch_size": runtime.config.batch_size,
             "mean_batch": round(n / max(batches, 1), 1),
         }))
