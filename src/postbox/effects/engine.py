@@ -79,10 +79,14 @@ log = logging.getLogger("postbox.effects")
 #: Marker TTL: Kafka's default retention (7 days) plus a day of margin. A redelivery older than
 #: the marker would apply again, so keep this above the topics' ``retention.ms``.
 DEFAULT_MARKER_TTL = timedelta(days=8)
-#: Events per script call. Measured with bench/effects.py (Redis 7.0.15, appendfsync always,
-#: dedupe on, one HINCRBY per event): 8 → 16k/s, 32 → 28k/s, 64 → 38k/s, 128 → 41k/s,
-#: 256 → 41k/s, 512 → 36k/s. 128 is the fastest, and such a call holds Redis about 1 ms.
-DEFAULT_BATCH_SIZE = 128
+#: Events per script call: enough for one call per runtime batch (500 records by default). With
+#: ``appendfsync always`` Redis fsyncs once per event-loop pass that wrote, so each call of a
+#: batch paid its own fsync (~1.6 ms on the bench's disk) when 128 split a batch into four calls:
+#: engine alone, 500-event batches, one HINCRBY each, medians of 5 paired runs at load ~4: 128 →
+#: 7.4k/s, 512 → 10.3k/s (1.38x). Redis time per call is bounded by this, MAX_CALL_ARGS and
+#: MAX_CALL_BYTES: ~14 µs of server CPU per one-command event, so ~7 ms for a full call; a call
+#: cut smaller would cost one more fsync (~1.6 ms), which blocks Redis just the same.
+DEFAULT_BATCH_SIZE = 512
 #: Upper bounds of one call besides the event count, so big effects do not make long calls.
 MAX_CALL_ARGS = 20_000
 MAX_CALL_BYTES = 4 * 1024 * 1024

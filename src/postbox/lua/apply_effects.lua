@@ -61,6 +61,9 @@
 -- STREAM) for XADD, and otherwise a DUMP of the whole key (SET, DEL, user functions). A key with a
 -- DUMP taken in this event needs no further records: restoring the DUMP also undoes every later
 -- change. On failure the records run newest first, so each one meets the state its command left.
+-- The event's LAST command gets no record (nor snapshot): a Redis command that returns an error
+-- has changed nothing, and nothing that can fail runs after it. A user function is the exception
+-- (it may write, then fail), so its keys are snapshotted wherever it stands.
 -- Stream trimming (XADD's MAXLEN ~) cannot be undone, so it runs only after every command of the
 -- event has succeeded.
 
@@ -162,7 +165,8 @@ local function restore_scores(key, members, prior)
 end
 
 -- Each op: function(keys, args, covered, trims) -> reply, undo (nil when nothing to undo).
--- `covered` is true when the key already has a snapshot in this event (no record needed).
+-- `covered` is true when no record is needed: the key already has a snapshot in this event, or
+-- this is the event's last command (see Undo in the header).
 -- A reply that is an error table means the command failed and changed nothing.
 local OPS = {}
 
@@ -480,18 +484,18 @@ local function record_failure(stream, event_id, number, op, message)
     redis.pcall("PEXPIRE", stream, failures_ttl_ms)
 end
 
--- The marker this event already has: the current one, else the legacy one (or nil).
-local function existing_marker(marker, legacy_index)
+-- Whether the event is new (no marker: the current one, or the legacy one), else the marker found.
+local function claim(marker, legacy_index)
     if redis.call("EXISTS", marker) == 1 then
-        return marker
+        return false, marker
     end
     if legacy_index ~= "0" then
         local legacy = KEYS[tonumber(legacy_index)]
         if redis.call("EXISTS", legacy) == 1 then
-            return legacy
+            return false, legacy
         end
     end
-    return nil
+    return true, nil
 end
 
 -- A write ordered after the marker in the AOF that changes nothing (see the header).
@@ -504,12 +508,11 @@ local pos = 8
 for e = 1, tonumber(ARGV[7]) do
     local event_id = ARGV[pos]
     local marker = KEYS[tonumber(ARGV[pos + 1])]
-    local seen = existing_marker(marker, ARGV[pos + 2])
+    local fresh, seen = claim(marker, ARGV[pos + 2])
     local failures = KEYS[tonumber(ARGV[pos + 3])]
     local command_count = tonumber(ARGV[pos + 4])
     pos = pos + 5
 
-    local duplicate = seen ~= nil
     local undo = {}
     local covered = {}
     local trims = {}
@@ -531,29 +534,35 @@ for e = 1, tonumber(ARGV[7]) do
         pos = pos + 1 + arg_count
 
         -- A duplicate, or an event that already failed, still walks its commands to reach the next event.
-        if not duplicate and not failed then
+        if fresh and not failed then
+            -- The event's last command needs no undo record: a Redis command that fails changes
+            -- nothing, and nothing after it can fail (XTRIM and the marker run only on success).
+            -- A user function can fail after its own writes, so it is snapshotted even when last.
+            local last = c == command_count
             local handler = OPS[op]
             local reply, record
             if not handler then
                 reply = { err = "ERR postbox apply_effects: unknown op '" .. tostring(op) .. "'" }
             elseif SNAPSHOT_OPS[op] then
-                for i = 1, key_count do
-                    local key = keys[i]
-                    if not covered[key] then
-                        local ok, restore = pcall(snapshot, key)
-                        if not ok then
-                            reply = { err = "ERR cannot snapshot " .. key .. " for undo: " .. error_text(restore) }
-                            break
+                if op == "call" or not last then
+                    for i = 1, key_count do
+                        local key = keys[i]
+                        if not covered[key] then
+                            local ok, restore = pcall(snapshot, key)
+                            if not ok then
+                                reply = { err = "ERR cannot snapshot " .. key .. " for undo: " .. error_text(restore) }
+                                break
+                            end
+                            undo[#undo + 1] = restore
+                            covered[key] = true
                         end
-                        undo[#undo + 1] = restore
-                        covered[key] = true
                     end
                 end
                 if not reply then
                     reply = handler(keys, args)
                 end
             else
-                reply, record = handler(keys, args, covered[keys[1]], trims)
+                reply, record = handler(keys, args, last or covered[keys[1]], trims)
             end
             if is_error(reply) then
                 failed = { c, op, reply.err }
@@ -563,7 +572,7 @@ for e = 1, tonumber(ARGV[7]) do
         end
     end
 
-    if duplicate then
+    if not fresh then
         if sync_duplicates then
             touch(seen)
         end
