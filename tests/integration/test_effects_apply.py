@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 
 import pytest
 import redis
@@ -337,3 +338,41 @@ def test_user_function_that_does_not_compile_is_named(own_client: redis.Redis, t
     engine = EffectsEngine(own_client, "g", functions_dir=tmp_path)
     with pytest.raises(EffectEngineError, match=r"bad_syntax\.lua:2"):
         engine.apply_one(ref("c"), Effects().call("ok", keys=["{c}:k"]))
+
+
+@pytest.mark.parametrize("batch_size", [512, 2])
+def test_a_mixed_batch_reports_every_event_by_its_own_shape(own_client: redis.Redis, tag: str, batch_size: int) -> None:
+    """#14.2 (protocol 3: events packed by shape, replies as codes + failure details): one batch
+    mixing shapes, legacy markers, duplicates and failures at different commands maps each reply
+    back to its own event, in one call and split over several (batch_size 2). Shown to fail when
+    the client does not advance through the failure details (every failure then reports the first
+    one's command) or the script does not step past an event's legacy key."""
+    group = "mixed-" + uuid.uuid4().hex[:8]
+    engine = EffectsEngine(own_client, group, functions_dir=None, batch_size=batch_size)
+    other = "{o" + uuid.uuid4().hex[:10] + "}"  # effects outside the routing tag: a distinct legacy marker
+    own_client.set(f"{tag}:str", "text")
+    first, bad_second, bad_first, routed, legacy_seen, last = (ref(tag) for _ in range(6))
+    own_client.set(f"postbox:{other}:seen:{group}:{legacy_seen.id}", "1")  # marked before the upgrade
+    events = [
+        (first, Effects().hincrby(f"{tag}:h", "n", 2).sadd(f"{tag}:s", "a")),
+        (bad_second, Effects().hset(f"{tag}:h", "x", "1").sadd(f"{tag}:str", "m").incrby(f"{tag}:n", 1)),
+        (first, Effects().hincrby(f"{tag}:h", "n", 2)),  # the same event again: a duplicate
+        (routed, Effects().rpush(f"{other}:l", "r")),
+        (bad_first, Effects().incrby(f"{tag}:str", 1)),
+        (legacy_seen, Effects().rpush(f"{other}:l", "never")),
+        (last, Effects().xadd(f"{tag}:x", {"k": "v"})),
+    ]
+    results = engine.apply(events)
+    assert [r.outcome for r in results] == [
+        Outcome.APPLIED, Outcome.FAILED, Outcome.DUPLICATE, Outcome.APPLIED, Outcome.FAILED, Outcome.DUPLICATE, Outcome.APPLIED,
+    ]  # fmt: skip
+    assert [r.event_id for r in results] == [e.id for e, _ in events]
+    assert (results[1].command_index, results[1].op) == (1, "sadd") and "WRONGTYPE" in results[1].error
+    assert (results[4].command_index, results[4].op) == (0, "incrby") and "not an integer" in results[4].error
+    assert own_client.hgetall(f"{tag}:h") == {b"n": b"2"}  # the failed event's HSET was undone
+    assert own_client.get(f"{tag}:n") is None and own_client.lrange(f"{other}:l", 0, -1) == [b"r"]
+    assert [bool(own_client.exists(engine.marker_key(e))) for e in (first, bad_second, routed, bad_first, last)] == [
+        True, False, True, False, True,
+    ]  # fmt: skip
+    recorded = own_client.xrange(engine.failures_key(first))
+    assert [(f[b"event"].decode(), f[b"command_index"]) for _id, f in recorded] == [(bad_second.id, b"1"), (bad_first.id, b"0")]

@@ -40,6 +40,11 @@ MAX_ITEMS = 1000
 #: Commands per event: beyond this the event is refused (it would hold Redis for too long).
 MAX_COMMANDS = 10_000
 _INT64 = (-(2**63), 2**63 - 1)
+#: The apply script's name of each op, as it is written in an event's shape.
+_OP_NAMES = {op: op.encode() for op in (
+    "hset", "hincrby", "hdel", "set", "incrby", "sadd", "srem", "zadd", "zincrby", "zrem",
+    "lpush", "rpush", "xadd", "pexpire", "del", "call",
+)}
 _FUNCTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
 
 
@@ -61,10 +66,18 @@ class EffectCommand:
 class Effects:
     """The Redis changes one event makes. Methods return ``self`` so calls can be chained."""
 
-    __slots__ = ("_commands",)
+    __slots__ = ("_commands", "_shape", "_items", "_size", "_functions")
 
     def __init__(self) -> None:
         self._commands: list[EffectCommand] = []
+        # Kept as commands are added, for the engine's packing (see apply_effects.lua's header):
+        # the shape text of each command (" <op> <key count> <arg count>"), how many keys and
+        # arguments and how many bytes of them there are, and the user functions called (None:
+        # none). The engine reads them instead of walking every command of every event again.
+        self._shape: list[bytes] = []
+        self._items = 0
+        self._size = 0
+        self._functions: set[str] | None = None
 
     # -- inspection ---------------------------------------------------------------------------
 
@@ -285,7 +298,13 @@ class Effects:
                 f"more than {MAX_COMMANDS} commands in one event's effects",
                 fix="split the work over several events, or use a user effect function (fx.call)",
             )
-        self._commands.append(EffectCommand(op, keys, tuple(args)))
+        values = tuple(args)
+        self._commands.append(EffectCommand(op, keys, values))
+        self._shape.append(b" %b %d %d" % (_OP_NAMES[op], len(keys), len(values)))
+        self._items += len(keys) + len(values)
+        self._size += sum(map(len, keys)) + sum(map(len, values))
+        if op == "call":
+            self._functions = (self._functions or set()) | {values[0].decode()}
 
 
 # -- encoding ---------------------------------------------------------------------------------

@@ -192,12 +192,21 @@ class KeyLayout:
         self.namespace = namespace.encode("utf-8")
         self.group = group.encode("utf-8")
         self._escaped_group = escape_group(self.group)
+        #: The group needs no escaping: its legacy marker is the current one when the tags agree.
+        self.group_unescaped = self._escaped_group == self.group
         self.slot_aligned = slot_aligned
         self._shared_failures = b"%s:failures:%s" % (self.namespace, self.group)
+        self._marker_head = b"%s:{" % self.namespace
+        self._marker_tail = b"}:seen:%s:" % self._escaped_group
 
     def marker(self, event_id: bytes, tag: bytes) -> bytes:
         """The marker of ``event_id`` routed by ``tag`` (any routing tag; made safe here)."""
-        return b"%s:{%s}:seen:%s:%s" % (self.namespace, tag_text(tag), self._escaped_group, event_id)
+        return self.marker_in(event_id, tag_text(tag))
+
+    def marker_in(self, event_id: bytes, text: bytes) -> bytes:
+        """The marker of ``event_id`` whose routing tag is already :func:`tag_text` ``text`` (the
+        engine computes that once per event for the marker, the legacy check and the failures)."""
+        return self._marker_head + text + self._marker_tail + event_id
 
     def legacy_marker(self, event_id: bytes, anchor: bytes) -> bytes:
         """The marker key of the legacy layout (``anchor`` from :func:`legacy_anchor`)."""
@@ -208,8 +217,12 @@ class KeyLayout:
         return b"%s:*:seen:%s:%s" % (self.namespace, glob_escape(self._escaped_group), glob_escape(event_id))
 
     def failures(self, tag: bytes) -> bytes:
+        return self.failures_in(tag_text(tag)) if self.slot_aligned else self._shared_failures
+
+    def failures_in(self, text: bytes) -> bytes:
+        """The failure stream for a routing tag already made :func:`tag_text` ``text``."""
         if self.slot_aligned:
-            return b"%s:{%s}:failures:%s" % (self.namespace, tag_text(tag), self.group)
+            return b"%s:{%s}:failures:%s" % (self.namespace, text, self.group)
         return self._shared_failures  # one stream for the group: built once, asked once per event
 
     def failures_pattern(self) -> bytes:

@@ -17,14 +17,19 @@
 --     user effect function touching an undeclared key of another slot fails instead of reaching
 --     data this call cannot undo.
 --
--- EVALSHA sha #KEYS key... arg...
---   KEYS  every key the batch touches (effect keys, dedupe markers, failure streams), each once;
---         commands below refer to keys by their position in KEYS.
---   ARGV  header:   protocol, group, marker_ttl_ms, failures_maxlen, failures_ttl_ms,
---                   sync_duplicates ("1": the client sends WAITAOF after this call), event_count
---         per event: event_id, marker_key_index, legacy_marker_key_index ("0": none),
---                    failures_key_index, command_count
---         per command: op, key_count, key_index..., arg_count, arg...
+-- EVALSHA sha #KEYS key... arg...   (protocol 3)
+--   KEYS  in the order the script reads them: the group's failure stream first when it is shared
+--         (failures_per_event "0"); then per event: its marker, its legacy marker (when its shape
+--         says "l"), its failure stream (when failures_per_event is "1"), then the keys of each
+--         of its commands in order. A key may appear more than once.
+--   ARGV  header:    protocol, group, marker_ttl_ms, failures_maxlen, failures_ttl_ms,
+--                    sync_duplicates ("1": the client sends WAITAOF after this call), event_count,
+--                    failures_per_event ("1": each event names its own stream; Redis Cluster),
+--                    shape_count, shape...
+--         shape:     "<flags> <op> <key_count> <arg_count> <op> <key_count> <arg_count> ..." for
+--                    each command of an event, flags "l" (a legacy marker key follows the marker)
+--                    or "-"; the events of one handler share one, so each is parsed once a call
+--         per event: shape_index (1-based), event_id, then the arguments of each of its commands
 --   Values only ever travel in ARGV; no value is part of this source.
 --
 -- Key layout (made by src/postbox/effects/keys.py, the one place that defines it):
@@ -41,19 +46,24 @@
 -- ordered after the marker in the AOF, so the client's WAITAOF covers the marker the duplicate
 -- relied on, while its value and TTL (from which `postbox trace` reads its age) stay as they were.
 --
--- Reply: one array per event, in order:
---   {1}                                          applied (effects and marker written)
---   {2}                                          duplicate (marker present, nothing changed)
---   {3, command_number, op, error}               failed; what the event changed is undone,
---                                                the failure is recorded, no marker is written
---   {4, command_number, op, error, undo_error}   failed and the undo failed too: a bug, the
---                                                event's keys may be partial; stop and look
---   {5, command_number, op, error}               refused by the configuration (an ACL refusal,
---                                                a command scripts may not run): the same for
---                                                every event, so not the event's failure. What
---                                                the event changed is undone, nothing is
---                                                recorded, and the reply ENDS here: later events
---                                                of the call are not run (the client stops).
+-- Reply: { codes, details }. codes: one integer per event, in order; details: four entries
+-- (command_number, op, error, undo_error or "") per event whose code is 3, 4 or 5, in order.
+--   1  applied (effects and marker written)
+--   2  duplicate (marker present, nothing changed)
+--   3  failed; what the event changed is undone, the failure is recorded, no marker is left
+--   4  failed and the undo failed too (undo_error): a bug, the event's keys may be partial;
+--      stop and look
+--   5  refused by the configuration (an ACL refusal, a command scripts may not run): the same
+--      for every event, so not the event's failure. What the event changed is undone, nothing is
+--      recorded, and the reply ENDS here: codes stop at this event, later events of the call are
+--      not run (the client stops).
+--
+-- Marker: an event is claimed with SET <marker> 1 NX PX <ttl> before its commands (one command for
+-- the check and the write; after an EXISTS of the legacy marker when there is one): not set means
+-- a duplicate and nothing was written; if the event then fails, the marker goes with the undo.
+-- An event that runs a user function only reads its marker first (EXISTS) and writes it once it
+-- succeeded, so a call whose first event's user function spins has written nothing and an
+-- operator's SCRIPT KILL can stop it (Redis kills only scripts that have not written).
 --
 -- Undo: before each command runs, the script records how to put back what that command will
 -- change: the previous values of the fields/members it names (HMGET, SMISMEMBER, ZMSCORE, GET),
@@ -67,7 +77,7 @@
 -- Stream trimming (XADD's MAXLEN ~) cannot be undone, so it runs only after every command of the
 -- event has succeeded.
 
-local PROTOCOL = "2"
+local PROTOCOL = "3"
 
 -- User effect functions, from consumers/lua/<name>.lua, each a function(KEYS, ARGV) compiled into
 -- this script by the loader (trusted source files, never data). Filled in at this marker:
@@ -118,12 +128,18 @@ local function snapshot(key)
     end
 end
 
-local function every_other(list, first)
+-- The arguments at ARGV[first], ARGV[first + 2], ... up to ARGV[last].
+local function every_other(first, last)
     local out = {}
-    for i = first, #list, 2 do
-        out[#out + 1] = list[i]
+    for i = first, last, 2 do
+        out[#out + 1] = ARGV[i]
     end
     return out
+end
+
+-- A fresh table of ARGV[first .. first + count - 1] (for undo records that outlive the call).
+local function argv_list(first, count)
+    return { unpack(ARGV, first, first + count - 1) }
 end
 
 -- Put back hash fields from their previous values (false = the field did not exist).
@@ -164,70 +180,73 @@ local function restore_scores(key, members, prior)
     end
 end
 
--- Each op: function(keys, args, covered, trims) -> reply, undo (nil when nothing to undo).
--- `covered` is true when no record is needed: the key already has a snapshot in this event, or
--- this is the event's last command (see Undo in the header).
+-- Each op: function(k, nk, a, n, record) -> reply, undo, trim. Its keys are KEYS[k .. k + nk - 1]
+-- (one for every op but `del` and `call`), its arguments ARGV[a .. a + n - 1]. `record` is true
+-- when an undo record is wanted (false: the key already has a snapshot in this event, or this is
+-- the event's last command, see Undo in the header); `undo` is nil when there is nothing to undo.
+-- `trim` (XADD only) is the MAXLEN to trim the stream to once the event succeeded.
 -- A reply that is an error table means the command failed and changed nothing.
 local OPS = {}
 
-OPS.hset = function(keys, args, covered)
-    local key = keys[1]
-    if covered then
-        return redis.pcall("HSET", key, unpack(args))
+OPS.hset = function(k, _, a, n, record)
+    local key = KEYS[k]
+    if not record then
+        return redis.pcall("HSET", key, unpack(ARGV, a, a + n - 1))
     end
-    local fields = every_other(args, 1)
+    local fields = every_other(a, a + n - 1)
     local prior = redis.pcall("HMGET", key, unpack(fields))
     if is_error(prior) then
         return prior
     end
-    local reply = redis.pcall("HSET", key, unpack(args))
+    local reply = redis.pcall("HSET", key, unpack(ARGV, a, a + n - 1))
     return reply, function()
         restore_fields(key, fields, prior)
     end
 end
 
-OPS.hincrby = function(keys, args, covered)
-    local key, field = keys[1], args[1]
-    if covered then
-        return redis.pcall("HINCRBY", key, field, args[2])
+OPS.hincrby = function(k, _, a, _, record)
+    local key, field = KEYS[k], ARGV[a]
+    if not record then
+        return redis.pcall("HINCRBY", key, field, ARGV[a + 1])
     end
     local prior = redis.pcall("HGET", key, field)
     if is_error(prior) then
         return prior
     end
-    local reply = redis.pcall("HINCRBY", key, field, args[2])
+    local reply = redis.pcall("HINCRBY", key, field, ARGV[a + 1])
     return reply, function()
         restore_fields(key, { field }, { prior })
     end
 end
 
-OPS.hdel = function(keys, args, covered)
-    local key = keys[1]
-    if covered then
-        return redis.pcall("HDEL", key, unpack(args))
+OPS.hdel = function(k, _, a, n, record)
+    local key = KEYS[k]
+    if not record then
+        return redis.pcall("HDEL", key, unpack(ARGV, a, a + n - 1))
     end
-    local prior = redis.pcall("HMGET", key, unpack(args))
+    local fields = argv_list(a, n)
+    local prior = redis.pcall("HMGET", key, unpack(fields))
     if is_error(prior) then
         return prior
     end
     local at = expire_at(key)
-    local reply = redis.pcall("HDEL", key, unpack(args))
+    local reply = redis.pcall("HDEL", key, unpack(fields))
     return reply, function()
-        restore_fields(key, args, prior)
+        restore_fields(key, fields, prior)
         restore_expire_at(key, at)
     end
 end
 
-OPS.incrby = function(keys, args, covered)
-    local key = keys[1]
-    if covered then
-        return redis.pcall("INCRBY", key, args[1])
+OPS.incrby = function(k, _, a, _, record)
+    local key = KEYS[k]
+    if not record then
+        return redis.pcall("INCRBY", key, ARGV[a])
     end
     local prior = redis.pcall("GET", key)
     if is_error(prior) then
         return prior
     end
-    local reply = redis.pcall("INCRBY", key, args[1])
+    local reply = redis.pcall("INCRBY", key, ARGV[a])
     return reply, function()
         if prior then
             redis.call("SET", key, prior, "KEEPTTL")
@@ -237,21 +256,22 @@ OPS.incrby = function(keys, args, covered)
     end
 end
 
-OPS.sadd = function(keys, args, covered)
-    local key = keys[1]
-    if covered then
-        return redis.pcall("SADD", key, unpack(args))
+OPS.sadd = function(k, _, a, n, record)
+    local key = KEYS[k]
+    if not record then
+        return redis.pcall("SADD", key, unpack(ARGV, a, a + n - 1))
     end
-    local prior = redis.pcall("SMISMEMBER", key, unpack(args))
+    local members = argv_list(a, n)
+    local prior = redis.pcall("SMISMEMBER", key, unpack(members))
     if is_error(prior) then
         return prior
     end
-    local reply = redis.pcall("SADD", key, unpack(args))
+    local reply = redis.pcall("SADD", key, unpack(members))
     return reply, function()
         local added = {}
-        for i = 1, #args do
+        for i = 1, #members do
             if prior[i] == 0 then
-                added[#added + 1] = args[i]
+                added[#added + 1] = members[i]
             end
         end
         if #added > 0 then
@@ -260,22 +280,23 @@ OPS.sadd = function(keys, args, covered)
     end
 end
 
-OPS.srem = function(keys, args, covered)
-    local key = keys[1]
-    if covered then
-        return redis.pcall("SREM", key, unpack(args))
+OPS.srem = function(k, _, a, n, record)
+    local key = KEYS[k]
+    if not record then
+        return redis.pcall("SREM", key, unpack(ARGV, a, a + n - 1))
     end
-    local prior = redis.pcall("SMISMEMBER", key, unpack(args))
+    local members = argv_list(a, n)
+    local prior = redis.pcall("SMISMEMBER", key, unpack(members))
     if is_error(prior) then
         return prior
     end
     local at = expire_at(key)
-    local reply = redis.pcall("SREM", key, unpack(args))
+    local reply = redis.pcall("SREM", key, unpack(members))
     return reply, function()
         local removed = {}
-        for i = 1, #args do
+        for i = 1, #members do
             if prior[i] == 1 then
-                removed[#removed + 1] = args[i]
+                removed[#removed + 1] = members[i]
             end
         end
         if #removed > 0 then
@@ -286,105 +307,99 @@ OPS.srem = function(keys, args, covered)
 end
 
 -- args: option_count, option..., score, member, score, member...
-OPS.zadd = function(keys, args, covered)
-    local key = keys[1]
-    local first = tonumber(args[1]) + 2
-    local command = { "ZADD", key }
-    for i = 2, #args do
-        command[#command + 1] = args[i]
+OPS.zadd = function(k, _, a, n, record)
+    local key = KEYS[k]
+    local last = a + n - 1
+    if not record then
+        return redis.pcall("ZADD", key, unpack(ARGV, a + 1, last))
     end
-    if covered then
-        return redis.pcall(unpack(command))
-    end
-    local members = every_other(args, first + 1)
+    local members = every_other(a + tonumber(ARGV[a]) + 2, last)
     local prior = redis.pcall("ZMSCORE", key, unpack(members))
     if is_error(prior) then
         return prior
     end
-    local reply = redis.pcall(unpack(command))
+    local reply = redis.pcall("ZADD", key, unpack(ARGV, a + 1, last))
     return reply, function()
         restore_scores(key, members, prior)
     end
 end
 
-OPS.zincrby = function(keys, args, covered)
-    local key, member = keys[1], args[2]
-    if covered then
-        return redis.pcall("ZINCRBY", key, args[1], member)
+OPS.zincrby = function(k, _, a, _, record)
+    local key, member = KEYS[k], ARGV[a + 1]
+    if not record then
+        return redis.pcall("ZINCRBY", key, ARGV[a], member)
     end
     local prior = redis.pcall("ZSCORE", key, member)
     if is_error(prior) then
         return prior
     end
-    local reply = redis.pcall("ZINCRBY", key, args[1], member)
+    local reply = redis.pcall("ZINCRBY", key, ARGV[a], member)
     return reply, function()
         restore_scores(key, { member }, { prior })
     end
 end
 
-OPS.zrem = function(keys, args, covered)
-    local key = keys[1]
-    if covered then
-        return redis.pcall("ZREM", key, unpack(args))
+OPS.zrem = function(k, _, a, n, record)
+    local key = KEYS[k]
+    if not record then
+        return redis.pcall("ZREM", key, unpack(ARGV, a, a + n - 1))
     end
-    local prior = redis.pcall("ZMSCORE", key, unpack(args))
+    local members = argv_list(a, n)
+    local prior = redis.pcall("ZMSCORE", key, unpack(members))
     if is_error(prior) then
         return prior
     end
     local at = expire_at(key)
-    local reply = redis.pcall("ZREM", key, unpack(args))
+    local reply = redis.pcall("ZREM", key, unpack(members))
     return reply, function()
-        restore_scores(key, args, prior)
+        restore_scores(key, members, prior)
         restore_expire_at(key, at)
     end
 end
 
 -- A push is undone by popping as many values from the same end (the list had them on top).
-OPS.lpush = function(keys, args, covered)
-    local key = keys[1]
-    local reply = redis.pcall("LPUSH", key, unpack(args))
-    if covered then
+OPS.lpush = function(k, _, a, n, record)
+    local key = KEYS[k]
+    local reply = redis.pcall("LPUSH", key, unpack(ARGV, a, a + n - 1))
+    if not record then
         return reply
     end
     return reply, function()
-        redis.call("LPOP", key, #args)
+        redis.call("LPOP", key, n)
     end
 end
 
-OPS.rpush = function(keys, args, covered)
-    local key = keys[1]
-    local reply = redis.pcall("RPUSH", key, unpack(args))
-    if covered then
+OPS.rpush = function(k, _, a, n, record)
+    local key = KEYS[k]
+    local reply = redis.pcall("RPUSH", key, unpack(ARGV, a, a + n - 1))
+    if not record then
         return reply
     end
     return reply, function()
-        redis.call("RPOP", key, #args)
+        redis.call("RPOP", key, n)
     end
 end
 
 -- args: maxlen ("" for none), id, field, value, ...
-OPS.xadd = function(keys, args, covered, trims)
-    local key = keys[1]
-    local command = { "XADD", key }
-    for i = 2, #args do
-        command[#command + 1] = args[i]
-    end
+OPS.xadd = function(k, _, a, n, record)
+    local key = KEYS[k]
     local info = false
-    if not covered and redis.call("EXISTS", key) == 1 then
+    if record and redis.call("EXISTS", key) == 1 then
         info = redis.pcall("XINFO", "STREAM", key)
         if is_error(info) then
             return info
         end
     end
-    local id = redis.pcall(unpack(command))
+    local id = redis.pcall("XADD", key, unpack(ARGV, a + 1, a + n - 1))
     if is_error(id) then
         return id
     end
-    if args[1] ~= "" then
-        trims[#trims + 1] = { key, args[1] }
+    local trim = nil
+    if ARGV[a] ~= "" then
+        trim = ARGV[a]
     end
-    if covered then
-        return id
+    if not record then
+        return id, nil, trim
     end
     return id, function()
         if not info then
@@ -399,16 +414,16 @@ OPS.xadd = function(keys, args, covered, trims)
         redis.call("XSETID", key, counters["last-generated-id"],
             "ENTRIESADDED", counters["entries-added"],
             "MAXDELETEDID", counters["max-deleted-entry-id"])
-    end
+    end, trim
 end
 
-OPS.pexpire = function(keys, args, covered)
-    local key = keys[1]
-    if covered then
-        return redis.pcall("PEXPIRE", key, args[1])
+OPS.pexpire = function(k, _, a, _, record)
+    local key = KEYS[k]
+    if not record then
+        return redis.pcall("PEXPIRE", key, ARGV[a])
     end
     local at = redis.call("PEXPIRETIME", key)
-    local reply = redis.pcall("PEXPIRE", key, args[1])
+    local reply = redis.pcall("PEXPIRE", key, ARGV[a])
     return reply, function()
         if at == -1 then
             redis.call("PERSIST", key)
@@ -418,44 +433,64 @@ OPS.pexpire = function(keys, args, covered)
     end
 end
 
--- Ops undone by snapshots: the engine snapshots every uncovered key before calling these.
+-- Ops undone by snapshots: the engine snapshots every uncovered key before calling these (a set or
+-- del that is the event's last command needs none: it changes nothing when it fails).
 local SNAPSHOT_OPS = { set = true, del = true, call = true }
 
-OPS.set = function(keys, args)
-    return redis.pcall("SET", keys[1], unpack(args))
+OPS.set = function(k, _, a, n)
+    return redis.pcall("SET", KEYS[k], unpack(ARGV, a, a + n - 1))
 end
 
-OPS.del = function(keys)
-    return redis.pcall("DEL", unpack(keys))
+OPS.del = function(k, nk)
+    return redis.pcall("DEL", unpack(KEYS, k, k + nk - 1))
 end
 
--- args: function name, then the function's own ARGV.
-OPS.call = function(keys, args)
-    local name = args[1]
+-- args: function name, then the function's own ARGV (its KEYS: the command's keys).
+OPS.call = function(k, nk, a, n)
+    local name = ARGV[a]
     local fn = EFFECT_FUNCTIONS[name]
     if not fn then
         return { err = "ERR unknown effect function '" .. name .. "' (not in consumers/lua/)" }
     end
-    local fargs = {}
-    for i = 2, #args do
-        fargs[#fargs + 1] = args[i]
-    end
-    local ok, reply = pcall(fn, keys, fargs)
+    local ok, reply = pcall(fn, { unpack(KEYS, k, k + nk - 1) }, argv_list(a + 1, n - 1))
     if not ok then
         return { err = error_text(reply) }
     end
     return reply
 end
 
-local marker_ttl_ms = ARGV[3]
-local failures_maxlen = ARGV[4]
-local failures_ttl_ms = ARGV[5]
-local sync_duplicates = ARGV[6] == "1"
-local group = ARGV[2]
+-- One event shape (ARGV in the header): "<flags> <op> <key count> <arg count> ..." with flags "l"
+-- (a legacy marker key follows the marker) or "-". Parsed once per call into its commands and
+-- how many KEYS and ARGV the event takes; `calls`: it runs a user function (see claim()).
+local function parse_shape(text)
+    local shape = { ops = {}, nkeys = {}, nargs = {}, count = 0, keys = 0, args = 0, calls = false }
+    shape.legacy = string.sub(text, 1, 1) == "l"
+    for op, nk, n in string.gmatch(text, " (%S+) (%d+) (%d+)") do
+        local c = shape.count + 1
+        shape.count = c
+        shape.ops[c], shape.nkeys[c], shape.nargs[c] = op, tonumber(nk), tonumber(n)
+        shape.keys = shape.keys + shape.nkeys[c]
+        shape.args = shape.args + shape.nargs[c]
+        shape.calls = shape.calls or op == "call"
+    end
+    return shape
+end
 
 if ARGV[1] ~= PROTOCOL then
     return redis.error_reply("ERR postbox apply_effects: protocol " .. tostring(ARGV[1]) ..
         " but this script speaks " .. PROTOCOL .. " (client and script versions differ)")
+end
+
+local group = ARGV[2]
+local marker_ttl_ms = ARGV[3]
+local failures_maxlen = ARGV[4]
+local failures_ttl_ms = ARGV[5]
+local sync_duplicates = ARGV[6] == "1"
+local event_count = tonumber(ARGV[7])
+local failures_per_event = ARGV[8] == "1"
+local shapes = {}
+for s = 1, tonumber(ARGV[9]) do
+    shapes[s] = parse_shape(ARGV[9 + s])
 end
 
 -- Error texts that say the deployment is wrong, not the event's data (Redis 7.0: "The user executing
@@ -484,18 +519,25 @@ local function record_failure(stream, event_id, number, op, message)
     redis.pcall("PEXPIRE", stream, failures_ttl_ms)
 end
 
--- Whether the event is new (no marker: the current one, or the legacy one), else the marker found.
-local function claim(marker, legacy_index)
-    if redis.call("EXISTS", marker) == 1 then
-        return false, marker
+-- Whether the event is new; for a duplicate also the marker found. The legacy marker (when given)
+-- is looked at first, then the current one: claimed at once with SET NX PX (one command; true as
+-- the third value: the marker is written and must be deleted if the event fails), or, for an
+-- event running a user function, only read (EXISTS; written once the event succeeded), so a call
+-- whose user function spins has written nothing before it and SCRIPT KILL can still stop it.
+local function claim(marker, legacy, read_first)
+    if legacy and redis.call("EXISTS", legacy) == 1 then
+        return false, legacy
     end
-    if legacy_index ~= "0" then
-        local legacy = KEYS[tonumber(legacy_index)]
-        if redis.call("EXISTS", legacy) == 1 then
-            return false, legacy
+    if read_first then
+        if redis.call("EXISTS", marker) == 1 then
+            return false, marker
         end
+        return true, nil, false
     end
-    return true, nil
+    if redis.call("SET", marker, "1", "NX", "PX", marker_ttl_ms) then
+        return true, nil, true
+    end
+    return false, marker
 end
 
 -- A write ordered after the marker in the AOF that changes nothing (see the header).
@@ -503,102 +545,129 @@ local function touch(marker)
     redis.call("SET", marker, "1", "KEEPTTL")
 end
 
-local results = {}
-local pos = 8
-for e = 1, tonumber(ARGV[7]) do
-    local event_id = ARGV[pos]
-    local marker = KEYS[tonumber(ARGV[pos + 1])]
-    local fresh, seen = claim(marker, ARGV[pos + 2])
-    local failures = KEYS[tonumber(ARGV[pos + 3])]
-    local command_count = tonumber(ARGV[pos + 4])
-    pos = pos + 5
-
-    local undo = {}
-    local covered = {}
-    local trims = {}
-    local failed = nil
-
-    for c = 1, command_count do
-        local op = ARGV[pos]
-        local key_count = tonumber(ARGV[pos + 1])
-        local keys = {}
-        for i = 1, key_count do
-            keys[i] = KEYS[tonumber(ARGV[pos + 1 + i])]
-        end
-        pos = pos + 2 + key_count
-        local arg_count = tonumber(ARGV[pos])
-        local args = {}
-        for i = 1, arg_count do
-            args[i] = ARGV[pos + i]
-        end
-        pos = pos + 1 + arg_count
-
-        -- A duplicate, or an event that already failed, still walks its commands to reach the next event.
-        if fresh and not failed then
-            -- The event's last command needs no undo record: a Redis command that fails changes
-            -- nothing, and nothing after it can fail (XTRIM and the marker run only on success).
-            -- A user function can fail after its own writes, so it is snapshotted even when last.
-            local last = c == command_count
-            local handler = OPS[op]
-            local reply, record
-            if not handler then
-                reply = { err = "ERR postbox apply_effects: unknown op '" .. tostring(op) .. "'" }
-            elseif SNAPSHOT_OPS[op] then
-                if op == "call" or not last then
-                    for i = 1, key_count do
-                        local key = keys[i]
-                        if not covered[key] then
-                            local ok, restore = pcall(snapshot, key)
-                            if not ok then
-                                reply = { err = "ERR cannot snapshot " .. key .. " for undo: " .. error_text(restore) }
-                                break
-                            end
-                            undo[#undo + 1] = restore
-                            covered[key] = true
-                        end
-                    end
-                end
-                if not reply then
-                    reply = handler(keys, args)
-                end
-            else
-                reply, record = handler(keys, args, last or covered[keys[1]], trims)
+-- Snapshot every key of KEYS[k .. k + nk - 1] not yet covered; an error table if a DUMP failed.
+local function snapshot_keys(k, nk, undo, covered)
+    for i = k, k + nk - 1 do
+        local key = KEYS[i]
+        if not covered[key] then
+            local ok, restore = pcall(snapshot, key)
+            if not ok then
+                return { err = "ERR cannot snapshot " .. key .. " for undo: " .. error_text(restore) }
             end
-            if is_error(reply) then
-                failed = { c, op, reply.err }
-            elseif record then
-                undo[#undo + 1] = record
-            end
+            undo[#undo + 1] = restore
+            covered[key] = true
         end
     end
+    return nil
+end
+
+-- Run one command of an event; returns its reply (an error table when it failed).
+local function run_command(op, k, nk, a, n, last, undo, covered, trims)
+    local handler = OPS[op]
+    if not handler then
+        return { err = "ERR postbox apply_effects: unknown op '" .. tostring(op) .. "'" }
+    end
+    if SNAPSHOT_OPS[op] then
+        if op == "call" or not last then
+            local refused = snapshot_keys(k, nk, undo, covered)
+            if refused then
+                return refused
+            end
+        end
+        return handler(k, nk, a, n)
+    end
+    local reply, record, trim = handler(k, nk, a, n, not (last or covered[KEYS[k]]))
+    if is_error(reply) then
+        return reply -- a failed command changed nothing: there is nothing of it to undo or trim
+    end
+    if record then
+        undo[#undo + 1] = record
+    end
+    if trim then
+        trims[#trims + 1] = { KEYS[k], trim }
+    end
+    return reply
+end
+
+-- Run an event's commands (keys from KEYS[k], arguments from ARGV[a]). nil when all succeeded
+-- (stream trims done); else { command_number, op, error, undo_error or false }, undone.
+local function run_event(shape, k, a)
+    local undo, covered, trims = {}, {}, {}
+    for c = 1, shape.count do
+        local op, nk, n = shape.ops[c], shape.nkeys[c], shape.nargs[c]
+        local reply = run_command(op, k, nk, a, n, c == shape.count, undo, covered, trims)
+        if is_error(reply) then
+            local ok, undo_err = pcall(function()
+                for i = #undo, 1, -1 do
+                    undo[i]()
+                end
+            end)
+            return { c, op, reply.err, (not ok) and error_text(undo_err) }
+        end
+        k, a = k + nk, a + n
+    end
+    for i = 1, #trims do
+        redis.pcall("XTRIM", trims[i][1], "MAXLEN", "~", trims[i][2])
+    end
+    return nil
+end
+
+-- A failed event's four entries in the reply's details (see Reply in the header).
+local function add_details(details, number, op, message, undo_err)
+    local n = #details
+    details[n + 1], details[n + 2], details[n + 3], details[n + 4] = number, op, message, undo_err
+end
+
+local codes, details = {}, {}
+local a = 10 + #shapes
+local k = 1
+local shared_failures = nil
+if not failures_per_event then
+    shared_failures, k = KEYS[1], 2
+end
+for e = 1, event_count do
+    local shape = shapes[tonumber(ARGV[a])]
+    local event_id = ARGV[a + 1]
+    local marker = KEYS[k]
+    a, k = a + 2, k + 1
+    local legacy, failures = nil, shared_failures
+    if shape.legacy then
+        legacy, k = KEYS[k], k + 1
+    end
+    if failures_per_event then
+        failures, k = KEYS[k], k + 1
+    end
+
+    local fresh, seen, claimed = claim(marker, legacy, shape.calls)
+    local failed = nil
+    if fresh then
+        failed = run_event(shape, k, a)
+    end
+    k, a = k + shape.keys, a + shape.args
 
     if not fresh then
         if sync_duplicates then
             touch(seen)
         end
-        results[e] = { 2 }
-    elseif failed then
-        local ok, undo_err = pcall(function()
-            for i = #undo, 1, -1 do
-                undo[i]()
-            end
-        end)
-        if ok and is_config_error(failed[3]) then
-            results[e] = { 5, failed[1], failed[2], failed[3] }
-            return results
+        codes[e] = 2
+    elseif not failed then
+        if not claimed then
+            redis.call("SET", marker, "1", "PX", marker_ttl_ms)
         end
-        record_failure(failures, event_id, failed[1], failed[2], failed[3])
-        if ok then
-            results[e] = { 3, failed[1], failed[2], failed[3] }
-        else
-            results[e] = { 4, failed[1], failed[2], failed[3], error_text(undo_err) }
-        end
+        codes[e] = 1
     else
-        for i = 1, #trims do
-            redis.pcall("XTRIM", trims[i][1], "MAXLEN", "~", trims[i][2])
+        if claimed then
+            redis.call("DEL", marker) -- the event did not take effect: no marker either
         end
-        redis.call("SET", marker, "1", "PX", marker_ttl_ms)
-        results[e] = { 1 }
+        local number, op, message, undo_err = failed[1], failed[2], failed[3], failed[4]
+        if not undo_err and is_config_error(message) then
+            codes[e] = 5
+            add_details(details, number, op, message, "")
+            return { codes, details }
+        end
+        record_failure(failures, event_id, number, op, message)
+        codes[e] = undo_err and 4 or 3
+        add_details(details, number, op, message, undo_err or "")
     end
 end
-return results
+return { codes, details }
