@@ -75,3 +75,18 @@ def test_an_unknown_fingerprint_of_a_known_event_type_stays_a_decode_error() -> 
     failure = _avro_failure("OrderPlaced")
     assert failure.error_class == "DecodeError"
     assert "fingerprint 0badc0ffee0ddf00" in failure.error
+
+
+def test_the_codecs_decoded_value_equals_the_constructed_one_field_for_field() -> None:
+    # AvroCodec.decode builds its DecodedEvent in one step too (postbox.frozen.assemble)
+    from postbox.codec import AvroCodec, DecodedEvent
+    from postbox.schemas import SchemaRepository
+
+    codec = AvroCodec(SchemaRepository.default())
+    schema = codec.schema_for("order", "OrderCancelled")
+    payload = {"order_id": "o-1", "reason": "changed my mind", "cancelled_at": datetime(2026, 12, 1, 3, 0, tzinfo=timezone.utc)}
+    decoded = codec.decode(codec.encode_with(schema, payload))
+    assert set(vars(decoded)) == {f.name for f in dataclasses.fields(DecodedEvent)}
+    assert decoded == DecodedEvent(payload, "OrderCancelled", "order", "avro", schema.version, schema.version, schema.fingerprint.hex())
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        decoded.encoding = "json"  # type: ignore[misc]  # the point: refused at run time

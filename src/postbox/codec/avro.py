@@ -19,6 +19,7 @@ from postbox.codec.compiled_check import Check, compile_check
 from postbox.codec.compiled_writer import Write, compile_writer
 from postbox.codec.validate import Invalid, validate
 from postbox.errors import DecodeError, PayloadError, UnknownEventTypeError
+from postbox.frozen import assemble
 from postbox.schemas.repository import EventSchema, SchemaRepository
 
 MARKER = b"\xc3\x01"
@@ -169,7 +170,7 @@ class AvroCodec:
             ) from exc
         if buf.tell() != len(value):
             raise DecodeError(f"{writer.label} payload has {len(value) - buf.tell()} trailing bytes: corrupt or mislabelled")
-        return DecodedEvent(payload, *reading.fields)  # type: ignore[arg-type]
+        return assemble(DecodedEvent, {"payload": payload, **reading.fields})
 
     def _reading(self, fp: bytes, reader: EventSchema | None, reader_version: int | None, event_type: str | None) -> "_Reading":
         """Resolve (writer, reader) for a fingerprint once; cached unless the reader was given."""
@@ -206,8 +207,9 @@ class _Reading:
         self.reader = reader
         #: The reader schema fastavro resolves into; None (no resolution) when it is the writer's.
         self.resolve_into: Any = None if reader.fingerprint == writer.fingerprint else reader.parsed
-        #: DecodedEvent's fields after the payload.
-        self.fields = (writer.event_type, writer.aggregate_type, "avro", writer.version, reader.version, writer.fingerprint.hex())
+        #: DecodedEvent's fields but the payload (the value is built in one step: once per record).
+        self.fields = {"event_type": writer.event_type, "aggregate_type": writer.aggregate_type, "encoding": "avro",
+                       "writer_version": writer.version, "reader_version": reader.version, "fingerprint": writer.fingerprint.hex()}  # fmt: skip
 
 
 def _payload_error(schema: EventSchema, exc: Invalid) -> PayloadError:
