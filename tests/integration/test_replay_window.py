@@ -6,6 +6,7 @@ start, and the usage errors (exit 2) of a window."""
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import datetime, timezone
 
@@ -65,6 +66,16 @@ def test_dry_run_prints_each_partitions_window_and_says_what_it_adjusted(windowe
     assert (rows[0]["start"], rows[0]["end"]) == (4, 10)
     assert "ends at the high watermark 10" in rows[0]["notes"][0]
     assert rows[1]["start"] == 0 and "no committed offset" in rows[1]["notes"][0]
+
+
+def test_a_window_older_than_the_markers_is_refused_without_force(windowed):
+    _, _, group, _, _ = windowed  # its records are an hour old
+    old = ("replay", "--group", group, "--to", "earliest", "--until", "end", "--marker-ttl", "30m", "--safety-margin", "0s")
+    refused = run_cli(*old, "--json")
+    assert refused.returncode == 1 and "refused to replay the window" in refused.stderr and "dedupe markers live 30 min" in refused.stderr
+    assert json.loads(refused.stdout)["refused"] is True
+    forced = invoke_json(*old, "--force")
+    assert forced["refused"] is False and "events applied before may be applied again" in forced["window"]["problems"][0]
 
 
 def test_window_usage_errors_exit_2_and_name_the_flag(windowed):

@@ -242,11 +242,11 @@ def _replay_window(request: WindowRequest, *, force: bool, ttl: timedelta, margi
         print_window_plan(request.group, plan)  # on stderr: stdout carries the run's summary lines
     elif fmt is not OutputFormat.json:
         _print_window(request, plan, fmt, refused=refused, run=run)
+    if not run and fmt is OutputFormat.json:
+        print_json({"group": request.group, "window": plan.as_dict(), "dry_run": True, "refused": refused, "consume": request.consume_line()})
     if refused:
         raise UnsafeReplayError(f"refused to replay the window of {request.group}: {plan.problems[0]}", fix="pass --force if that is what you want")
     if not run:
-        if fmt is OutputFormat.json:
-            print_json({"group": request.group, "window": plan.as_dict(), "dry_run": True, "consume": request.consume_line()})
         return 0
     confirm(f"apply {plan.records:,} record(s) of group {request.group} {plan.describe()}?", yes)
     code, summary = execute_window(app, config, plan)
