@@ -18,7 +18,7 @@ import psycopg
 from psycopg import sql
 
 from postbox.errors import ConfigError, PostboxError
-from postbox.outbox.deliverable import CONSTRAINT
+from postbox.outbox.deliverable import RULES, database_rules_state
 from postbox.outbox.policy import Retention
 from postbox.outbox.retention import DEFAULT_AHEAD, DEFAULT_WIDTH
 
@@ -164,16 +164,7 @@ def _snapshot(conn: psycopg.Connection[Any]) -> dict[str, Any]:
         }
         grants = table_level | column_level
     return {"roles": roles, "kind": kind[0] if kind else None, "pub": pub, "grants": grants,
-            "deliverable": _deliverable_state(conn) if kind else None}
-
-
-def _deliverable_state(conn: psycopg.Connection[Any]) -> bool | None:
-    """Whether the outbox_deliverable CHECK exists (None) and is validated (True/False)."""
-    row = conn.execute(
-        "SELECT convalidated FROM pg_constraint WHERE conname = %s AND conrelid = 'postbox.outbox'::regclass",
-        (CONSTRAINT,),
-    ).fetchone()
-    return None if row is None else bool(row[0])
+            "deliverable": database_rules_state(conn) if kind else None}
 
 
 def _diff(before: dict[str, Any], after: dict[str, Any], policy: Retention) -> list[str]:
@@ -188,9 +179,9 @@ def _diff(before: dict[str, Any], after: dict[str, Any], policy: Retention) -> l
     elif before["pub"] != after["pub"]:
         lines.append("updated publication postbox_outbox to publish inserts only, via partition root")
     if before["deliverable"] is not True and after["deliverable"] is True:
-        lines.append(f"added CHECK {CONSTRAINT} on postbox.outbox (rows the connector cannot deliver are refused)")
+        lines.append(f"rows the connector cannot deliver are refused by {RULES}, validated")
     elif after["deliverable"] is False:
-        lines.append(f"CHECK {CONSTRAINT} refuses new undeliverable rows but stays NOT VALID: existing rows break it "
+        lines.append(f"{RULES} refuse new undeliverable rows but stay NOT VALID: existing rows break them "
                      "(`postbox doctor` names them; docs/recovery.md)")
     for grantee, privilege in sorted(after["grants"] - before["grants"]):
         lines.append(f"granted {privilege} on postbox.outbox to {grantee}")

@@ -8,7 +8,7 @@ never reached Kafka, and `postbox connector restart` failed again on the same ro
 stopped every event behind it. So:
 
 - the writer refuses such rows before any SQL (``PayloadError`` naming the field);
-- the CHECK constraint ``outbox_deliverable`` refuses them from any other writer;
+- the outbox's column types (domains, #17) refuse them from any other writer, naming the column;
 - the limits themselves are deliverable: a row exactly at every limit reaches Kafka;
 - `postbox doctor` names rows that were already in a database before the constraint existed.
 """
@@ -30,7 +30,7 @@ from psycopg.conninfo import make_conninfo
 from postbox.db import init_database
 from postbox.errors import PayloadError
 from postbox.outbox import Outbox
-from postbox.outbox.deliverable import CONSTRAINT, MAX_AGGREGATE_TYPE, MAX_KEY_BYTES
+from postbox.outbox.deliverable import MAX_AGGREGATE_TYPE, MAX_KEY_BYTES, RULED_COLUMNS
 from postbox.settings import Settings
 from postbox.topics import DLQ_SUFFIX, MAX_TOPIC_NAME, topic_for
 from tests.support.kafka import read_until
@@ -72,11 +72,11 @@ def test_the_database_refuses_them_from_any_other_writer(
 ) -> None:
     with pytest.raises(psycopg.errors.CheckViolation) as info, pg_conn.transaction():
         pg_conn.execute(INSERT_ROW, (uuid.uuid4(), aggregate_type, aggregate_id, event_type, b"{}", None))
-    assert CONSTRAINT in str(info.value)
+    assert f'domain postbox.{field} violates check constraint "{field}_deliverable"' in str(info.value)
 
 
 def test_a_traceparent_header_over_512_bytes_is_refused_by_the_database(pg_conn: psycopg.Connection) -> None:
-    with pytest.raises(psycopg.errors.CheckViolation), pg_conn.transaction():
+    with pytest.raises(psycopg.errors.CheckViolation, match="traceparent_deliverable"), pg_conn.transaction():
         pg_conn.execute(INSERT_ROW, (uuid.uuid4(), "t12x7", "k", "E", b"{}", "0" * 513))
 
 
@@ -93,6 +93,14 @@ def test_a_row_at_every_limit_reaches_kafka(settings: Settings, pg_conn: psycopg
     assert [r.key for r in records if r.event_id == str(emitted.id)] == [key.encode()]
 
 
+def _back_to_text_columns(conn: psycopg.Connection) -> None:
+    """The outbox's ruled columns as plain text again, their domains gone (a database set up before
+    the rules existed)."""
+    for column in RULED_COLUMNS:
+        conn.execute(sql.SQL("ALTER TABLE postbox.outbox ALTER COLUMN {} TYPE text").format(sql.Identifier(column)))
+        conn.execute(sql.SQL("DROP DOMAIN postbox.{}").format(sql.Identifier(column)))
+
+
 @pytest.fixture
 def legacy_db(admin_database_url: str, settings: Settings, unique: str) -> Iterator[tuple[str, str, uuid.UUID]]:
     """A database set up before the constraint existed, holding one undeliverable row; then re-initialised."""
@@ -103,8 +111,8 @@ def legacy_db(admin_database_url: str, settings: Settings, unique: str) -> Itera
     bad_id = uuid.uuid4()
     try:
         init_database(admin, app_password=None, cdc_password=None)
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(sql.SQL("ALTER TABLE postbox.outbox DROP CONSTRAINT {}").format(sql.Identifier(CONSTRAINT)))
+        with psycopg.connect(admin, autocommit=True) as conn:  # the outbox as it was before #12.7
+            _back_to_text_columns(conn)
             conn.execute(INSERT_ROW, (bad_id, "order items/x", "k", "Happened", b"{}", None))
         yield admin, settings.database_url.rsplit("/", 1)[0] + "/" + name, bad_id
     finally:
@@ -132,4 +140,25 @@ def test_init_on_an_existing_database_keeps_working_and_doctor_names_old_bad_row
     assert done.returncode == 1
     with psycopg.connect(admin, autocommit=True) as conn:  # once the row is gone, init validates it
         conn.execute("DELETE FROM postbox.outbox WHERE id = %s", (bad_id,))
-    assert any(f"added CHECK {CONSTRAINT}" in line for line in init_database(admin, app_password=None, cdc_password=None))
+    assert any("validated" in line for line in init_database(admin, app_password=None, cdc_password=None))
+
+
+def test_init_moves_the_previous_check_constraint_to_the_column_types(legacy_db: tuple[str, str, uuid.UUID]) -> None:
+    """#17: a database of the previous version (text columns and the table CHECK outbox_deliverable,
+    which PostgreSQL rebuilt on every INSERT) is migrated in place: its rows stay, the CHECK goes,
+    and the columns' domains refuse what it refused."""
+    admin, _app, bad_id = legacy_db
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute("DELETE FROM postbox.outbox WHERE id = %s", (bad_id,))
+        kept = uuid.uuid4()
+        conn.execute(INSERT_ROW, (kept, "order", "k", "Happened", b"{}", None))
+        conn.execute("""ALTER TABLE postbox.outbox ADD CONSTRAINT outbox_deliverable CHECK (
+                aggregate_type ~ '^[A-Za-z0-9._-]+$' AND length(aggregate_type) <= 232
+            AND octet_length(aggregate_id) BETWEEN 1 AND 4096 AND length(event_type) BETWEEN 1 AND 255
+            AND (traceparent IS NULL OR octet_length(traceparent) <= 512))""")
+    assert any("validated" in line for line in init_database(admin, app_password=None, cdc_password=None))
+    with psycopg.connect(admin, autocommit=True) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_constraint WHERE conname = 'outbox_deliverable'").fetchone() == (0,)
+        assert conn.execute("SELECT id FROM postbox.outbox").fetchall() == [(kept,)]
+        with pytest.raises(psycopg.errors.CheckViolation, match="aggregate_id_deliverable"):
+            conn.execute(INSERT_ROW, (uuid.uuid4(), "order", "", "Happened", b"{}", None))

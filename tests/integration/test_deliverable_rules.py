@@ -1,4 +1,4 @@
-"""#12.7: the writer's rules and the database's CHECK are the same rules (property test).
+"""#12.7: the writer's rules and the database's are the same rules (property test).
 
 The writer (``postbox.outbox.deliverable``) and ``postbox.outbox_row_problem`` in
 ``src/postbox/sql/050_deliverable.sql`` must accept and refuse exactly the same rows, or one side
@@ -57,11 +57,11 @@ TRACEPARENTS = st.one_of(st.none(), around(512, LEGAL), st.text(ANY_CHAR, max_si
 
 @hsettings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(aggregate_type=TYPES, aggregate_id=KEYS, event_type=EVENT_TYPES, traceparent=TRACEPARENTS)
-def test_the_check_constraint_refuses_exactly_what_the_function_names(
+def test_the_column_types_refuse_exactly_what_the_function_names(
     pg_conn: psycopg.Connection, aggregate_type: str, aggregate_id: str, event_type: str, traceparent: str | None,
 ) -> None:
-    """#17: the CHECK spells the rules out inline (a function in it was parsed on every INSERT);
-    it must refuse exactly the rows ``outbox_row_problem`` (doctor's, republish's) names."""
+    """#17: the columns' domain types apply the rules (a table CHECK was rebuilt on every INSERT);
+    they must refuse exactly the rows ``outbox_row_problem`` (doctor's, republish's) names."""
     sql_problem = pg_conn.execute("SELECT postbox.outbox_row_problem(%s, %s, %s, %s)",
                                   (aggregate_type, aggregate_id, event_type, traceparent)).fetchone()[0]
     pg_conn.rollback()

@@ -58,7 +58,7 @@ class WalReader:
         """(lsn, event id) of every outbox INSERT of ``aggregate_type`` decoded so far, in WAL order."""
         rows = self.conn.execute(
             "SELECT lsn::text, data FROM pg_logical_slot_peek_changes(%s, NULL, NULL) WHERE data LIKE %s",
-            (self.slot, f"table postbox.outbox%INSERT:%aggregate_type[text]:'{aggregate_type}'%"),
+            (self.slot, f"table postbox.outbox%INSERT:%aggregate_type[%]:'{aggregate_type}'%"),  # [type]: a domain since #17
         ).fetchall()
         return [(lsn, data.split("id[uuid]:'", 1)[1][:36]) for lsn, data in rows]
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from postbox.errors import PostboxError
-from postbox.outbox.deliverable import CONSTRAINT
+from postbox.outbox.deliverable import RULES, database_rules_state
 from postbox.settings import Settings, redact_url
 from postbox.slot import SLOT_NAME, describe as describe_slot, read_slot
 from postbox.topics import DLQ_SUFFIX, TOPIC_PREFIX
@@ -111,19 +111,16 @@ def _slot(conn: Any) -> Check:
 def _deliverable(conn: Any) -> Check:
     """#12.7: no outbox row the connector cannot deliver (it would stop every event behind it)."""
     name = "deliverable rows"
-    row = conn.execute(
-        "SELECT convalidated FROM pg_constraint WHERE conname = %s AND conrelid = to_regclass('postbox.outbox')",
-        (CONSTRAINT,),
-    ).fetchone()
-    if row is None:
-        return Check(name, "fail", f"postbox.outbox has no CHECK {CONSTRAINT}: other writers can insert rows that stop the connector",
-                     "run `postbox db init` (it adds the constraint, idempotently)")
-    if row[0]:
-        return Check(name, "ok", f"CHECK {CONSTRAINT} validated: every row in postbox.outbox can be delivered")
+    state = database_rules_state(conn)
+    if state is None:
+        return Check(name, "fail", f"postbox.outbox lacks {RULES}: other writers can insert rows that stop the connector",
+                     "run `postbox db init` (it sets them, idempotently)")
+    if state:
+        return Check(name, "ok", f"{RULES} validated: every row in postbox.outbox can be delivered")
     bad = conn.execute("SELECT id, aggregate_type, problem FROM postbox.outbox_undeliverable(20)").fetchall()
     if not bad:
-        return Check(name, "warn", f"CHECK {CONSTRAINT} is NOT VALID, though no row breaks it now",
-                     "run `postbox db init` to validate it")
+        return Check(name, "warn", f"{RULES} are NOT VALID, though no row breaks them now",
+                     "run `postbox db init` to validate them")
     listed = "; ".join(f"{i} ({t!r}): {p}" for i, t, p in bad[:5])
     more = f" (and more: {len(bad)} shown of the first 20)" if len(bad) > 5 else ""
     return Check(name, "fail", f"{len(bad)} row(s) the connector cannot deliver: {listed}{more}",

@@ -5,9 +5,9 @@ Why: the Debezium task publishes rows in WAL order and has no way to skip one. A
 topics 'outbox.event.order items/x'"), a 2 MB ``aggregate_id`` fails it with RecordTooLargeException
 (the key rides in the same produce request as the payload), and a restart re-reads the same row
 and fails again: every event behind it waits, for every aggregate (measured on the local stack).
-So the writer refuses such rows before any SQL, and the database refuses them from any other writer
-with the CHECK constraint ``outbox_deliverable`` (``src/postbox/sql/050_deliverable.sql``, which applies
-exactly these numbers; a test keeps the two in step).
+So the writer refuses such rows before any SQL, and the database refuses them from any other writer:
+the four columns are domain types whose constraints apply exactly these numbers
+(``src/postbox/sql/050_deliverable.sql``; a test keeps the two in step).
 
 Limits:
 - aggregate type: ``[A-Za-z0-9._-]``, and ``outbox.event.<type>.dlq`` at most 249 characters (the
@@ -23,15 +23,20 @@ The payload's own limit lives in ``outbox/rows.py`` (configurable with the broke
 from __future__ import annotations
 
 import re
+from typing import Any
 
+from postbox.outbox.sql_text import sql_text
 from postbox.topics import DLQ_SUFFIX, MAX_TOPIC_NAME, TOPIC_CHARS, TOPIC_PREFIX
 
 MAX_AGGREGATE_TYPE = MAX_TOPIC_NAME - len(TOPIC_PREFIX) - len(DLQ_SUFFIX)
 MAX_KEY_BYTES = 4096
 MAX_EVENT_TYPE = 255
 MAX_TRACEPARENT_BYTES = 512
-#: The database constraint that applies these rules to every writer.
-CONSTRAINT = "outbox_deliverable"
+#: The columns whose domain types (``postbox.<column>``) apply these rules to every writer; each
+#: domain's constraint is ``<column>_deliverable``.
+RULED_COLUMNS = ("aggregate_type", "aggregate_id", "event_type", "traceparent")
+#: How the rules are named in reports: what `postbox db init` and `postbox doctor` print.
+RULES = "the domains of the outbox's columns (aggregate_type, aggregate_id, event_type, traceparent)"
 
 _LEGAL_TYPE = re.compile(f"[{TOPIC_CHARS}]+")
 
@@ -70,11 +75,22 @@ def event_type_problem(event_type: object) -> str | None:
     return None
 
 
+def database_rules_state(conn: Any) -> bool | None:
+    """Whether the database applies the rules to every writer: None when a column lacks its domain
+    or a domain its constraint, else whether every constraint is validated (a NOT VALID one still
+    refuses new rows; older rows may break it). ``conn`` is a psycopg connection."""
+    row = conn.execute(_STATE_SQL).fetchone()
+    return None if row is None or row[0] is None else bool(row[0])
+
+
+_STATE_SQL = sql_text("deliverable_state.sql")
+
+
 def _short(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
 __all__ = [
-    "CONSTRAINT", "MAX_AGGREGATE_TYPE", "MAX_EVENT_TYPE", "MAX_KEY_BYTES", "MAX_TRACEPARENT_BYTES",
-    "aggregate_type_problem", "event_type_problem", "key_problem",
+    "MAX_AGGREGATE_TYPE", "MAX_EVENT_TYPE", "MAX_KEY_BYTES", "MAX_TRACEPARENT_BYTES", "RULED_COLUMNS", "RULES",
+    "aggregate_type_problem", "database_rules_state", "event_type_problem", "key_problem",
 ]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import uuid
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from collections.abc import Iterable
 from typing import Any, Mapping, NamedTuple, TypedDict, Unpack
@@ -21,16 +20,11 @@ from postbox.errors import PayloadError
 from postbox.payloads.instance import EventPayload, as_mapping
 from postbox.outbox.deliverable import aggregate_type_problem, event_type_problem, key_problem
 from postbox.outbox.trace import resolve_traceparent
+from postbox.outbox.sql_text import sql_text
 from postbox.outbox.uuid7 import uuid7, uuid7_many
 from postbox.resources import schemas_dir as resolve_schemas_dir
 from postbox.schemas.repository import SchemaRepository
 from postbox.topics import topic_for
-
-
-def sql_text(name: str) -> str:
-    """A statement from ``outbox/sql/`` without its comment lines (they would ride every Parse)."""
-    text = resources.files("postbox.outbox").joinpath("sql").joinpath(name).read_text(encoding="utf-8")
-    return " ".join(line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("--"))
 
 
 INSERT_SQL = sql_text("insert.sql")

@@ -19,7 +19,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from postbox.outbox.policy import Retention
-from postbox.outbox.rows import DELETE_SQL, INSERT_SQL, PreparedRow, sql_text
+from postbox.outbox.rows import DELETE_SQL, INSERT_SQL, PreparedRow
+from postbox.outbox.sql_text import sql_text
 
 INSERT_MANY_SQL = sql_text("insert_many.sql")
 DELETE_MANY_SQL = sql_text("delete_many.sql")

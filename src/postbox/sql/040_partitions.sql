@@ -68,8 +68,8 @@ BEGIN
         IF NOT EXISTS (SELECT FROM postbox.outbox_partitions p
                         WHERE NOT p.is_default AND p.lower_id < hi_id AND p.upper_id > lo_id) THEN
             BEGIN
-                -- INCLUDING CONSTRAINTS: ATTACH requires a NOT VALID check of the parent (outbox_deliverable
-                -- on a database that held bad rows) to exist on the new table already.
+                -- LIKE copies the column types, so a new partition carries the deliverability rules (domain
+                -- types, 050_deliverable.sql) as ATTACH requires; INCLUDING CONSTRAINTS copies any table CHECK.
                 EXECUTE format('CREATE TABLE postbox.%I (LIKE postbox.outbox INCLUDING DEFAULTS INCLUDING CONSTRAINTS)', name);
                 EXECUTE format('ALTER TABLE postbox.outbox ATTACH PARTITION postbox.%I FOR VALUES FROM (%L) TO (%L)',
                                name, lo_id, hi_id);
