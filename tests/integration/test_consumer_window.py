@@ -187,3 +187,46 @@ def test_a_window_ending_at_transaction_markers_finishes(settings, redis_client,
     line = _summary(done.stdout, topic)[0]
     assert line.endswith("applied 4, duplicate 0, dead-lettered 0"), line  # offsets 0..8: 4 records, 2 markers, 3 aborted
     assert redis_client.lrange(f"{{{agg}:a1}}:seq", 0, -1) == [b"0", b"1", b"2", b"3"]
+
+
+def test_a_transient_failure_inside_a_window_is_retried_in_order_and_the_window_still_ends(settings, redis_client, unique):
+    """A handler whose dependency is down (ConnectionError: transient) pauses the partition and seeks
+    back, as in a group member; the records after the window's end, fetched again on the retry,
+    are still never applied."""
+    from collections import Counter
+
+    from postbox.consumer import App, ConsumerConfig
+    from postbox.consumer.window import Span, WindowAssignment
+    from tests.apps.counting import record
+    from tests.support.consumers import ThreadedRuntime, json_event, produce
+
+    calls: Counter[str] = Counter()
+    app = App()
+
+    @app.handler("*", "Counted")
+    def counted(event, fx) -> None:
+        record(event, fx)
+
+    @app.handler("*", "Socket")
+    def socket_down(event, fx) -> None:
+        calls[event.id] += 1
+        if calls[event.id] <= 3:
+            raise ConnectionError("[Errno 111] Connection refused")
+        record(event, fx)
+
+    agg = f"wintr{unique}"
+    topic = f"outbox.event.{agg}"
+    create_topic(settings.kafka_bootstrap, topic, 1)
+    kinds = ["Counted"] * 4 + ["Socket"] + ["Counted"] * 10  # the window is offsets 0..9
+    produce(settings.kafka_bootstrap, topic, [json_event(agg, "a1", kind, i, partition=0) for i, kind in enumerate(kinds)])
+    config = ConsumerConfig.load(group=f"test-window-tr-{unique}", topics=topic, handler_retries=0, backoff_base_ms=50,
+                                 backoff_max_ms=200, instance_id="none", redis_url=settings.redis_url,
+                                 kafka_bootstrap=settings.kafka_bootstrap)  # fmt: skip
+    window = WindowAssignment([Span(topic, 0, 0, 10)])
+    runner = ThreadedRuntime(app, config, assignment=window).start()
+    wait_for(lambda: not runner.thread.is_alive(), 60, "the window run to end by itself")
+    assert runner.error is None and runner.exit_code == 0
+    [(tally, reached)] = window.summary()
+    assert reached and (tally.applied, tally.duplicate, tally.dead_lettered) == (10, 0, 0)
+    assert sum(calls.values()) == 4 and runner.metrics.total("postbox_consumer_retries_total") >= 3
+    assert redis_client.lrange(f"{{{agg}:a1}}:seq", 0, -1) == [str(i).encode() for i in range(10)]  # in order, none past the end

@@ -182,7 +182,7 @@ class WindowConsumer(Consumer):
 
     def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Message]:
         kept = []
-        past: list[TopicPartition] = []
+        past: dict[TopicPartitionKey, TopicPartition] = {}
         for msg in super().consume(num_messages, timeout):
             tally = self.tallies.get((msg.topic(), msg.partition()))  # type: ignore[arg-type]
             if tally is None:
@@ -196,14 +196,14 @@ class WindowConsumer(Consumer):
                 continue
             offset = msg.offset() or 0
             if offset >= tally.span.end:
-                if not tally.read_past_end:
-                    tally.read_past_end = True
-                    past.append(TopicPartition(tally.span.topic, tally.span.partition))
+                tally.read_past_end = True
+                past[tally.span.key] = TopicPartition(tally.span.topic, tally.span.partition)
                 continue
             tally.last_read = offset if tally.last_read is None else max(tally.last_read, offset)
             kept.append(msg)
         if past:
-            self.pause(past)  # nothing more to read there (a transient retry resumes and seeks back)
+            # nothing more to read there, also after a transient retry resumed it and sought back
+            self.pause(list(past.values()))
         return kept
 
     def unsubscribe(self) -> None:
