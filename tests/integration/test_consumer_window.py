@@ -51,6 +51,25 @@ def _summary(stdout: str, topic: str) -> dict[int, str]:
     return {int(line.split("[", 1)[1].split("]", 1)[0]): line for line in stdout.splitlines() if line.startswith(topic + "[")}
 
 
+def _totals(stdout: str, topic: str) -> dict[str, int]:
+    """The summary's applied and duplicate counts summed over the partitions."""
+    totals = {"applied": 0, "duplicate": 0}
+    for line in _summary(stdout, topic).values():
+        for name in totals:
+            totals[name] += int(line.split(f"{name} ")[1].split(",")[0])
+    return totals
+
+
+def _slow_topic(settings, name: str, count: int, sleep_ms: int) -> tuple[str, str, list, dict[str, str]]:
+    """A 2-partition topic of ``count`` events (10 min old), and the environment of a consumer
+    process whose handler takes ``sleep_ms`` an event: (topic, aggregate type, sent, env)."""
+    topic = f"outbox.event.{name}"
+    create_topic(settings.kafka_bootstrap, topic, 2)
+    sent = _produce_timed(settings.kafka_bootstrap, topic, name, count, int(time.time() * 1000) - 600_000)
+    env = {"POSTBOX_REDIS_URL": settings.redis_url, "POSTBOX_KAFKA_BOOTSTRAP": settings.kafka_bootstrap, "POSTBOX_TEST_SLEEP_MS": str(sleep_ms)}
+    return topic, name, sent, env
+
+
 def test_window_applies_its_slice_once_and_a_changed_handler_meets_the_markers(settings, redis_client, unique):
     agg = f"win{unique}"
     topic = f"outbox.event.{agg}"
@@ -83,13 +102,9 @@ def test_window_applies_its_slice_once_and_a_changed_handler_meets_the_markers(s
 
 
 def test_window_beside_the_live_group_applies_every_event_exactly_once(settings, redis_client, unique, tmp_path):
-    agg = f"winlive{unique}"
-    topic = f"outbox.event.{agg}"
     group = f"test-window-live-{unique}"
-    create_topic(settings.kafka_bootstrap, topic, 2)
-    sent = _produce_timed(settings.kafka_bootstrap, topic, agg, 240, int(time.time() * 1000) - 600_000)
     # the live group is slow (40 ms an event, ~10 s in all): the window starts after it began and ends before it is done
-    env = {"POSTBOX_REDIS_URL": settings.redis_url, "POSTBOX_KAFKA_BOOTSTRAP": settings.kafka_bootstrap, "POSTBOX_TEST_SLEEP_MS": "40"}
+    topic, agg, sent, env = _slow_topic(settings, f"winlive{unique}", 240, 40)
     live = ConsumerProcess(APP, env, tmp_path / "live.log", ["--group", group, "--topics", topic, "--batch-size", "10"])
     try:
         wait_for(lambda: 20 <= sum(max(0, o) for o in committed(settings.kafka_bootstrap, group, topic, 2).values()), 90,
@@ -104,10 +119,7 @@ def test_window_beside_the_live_group_applies_every_event_exactly_once(settings,
     finally:
         live.close()
     assert live_progress < 240, "the live group finished before the window did: they did not overlap"
-    counts = {"applied": 0, "duplicate": 0}
-    for line in _summary(window.stdout, topic).values():
-        counts["applied"] += int(line.split("applied ")[1].split(",")[0])
-        counts["duplicate"] += int(line.split("duplicate ")[1].split(",")[0])
+    counts = _totals(window.stdout, topic)
     assert counts["applied"] + counts["duplicate"] == 240
     assert counts["duplicate"] >= 20  # it met the live group's markers
     assert counts["applied"] > 0  # and applied what the live group had not reached (which the live group then skips)
@@ -116,12 +128,8 @@ def test_window_beside_the_live_group_applies_every_event_exactly_once(settings,
 
 
 def test_an_interrupted_window_exits_4_and_running_it_again_finishes_it(settings, redis_client, unique, tmp_path):
-    agg = f"winstop{unique}"
-    topic = f"outbox.event.{agg}"
     group = f"test-window-stop-{unique}"
-    create_topic(settings.kafka_bootstrap, topic, 2)
-    sent = _produce_timed(settings.kafka_bootstrap, topic, agg, 120, int(time.time() * 1000) - 600_000)
-    env = {"POSTBOX_REDIS_URL": settings.redis_url, "POSTBOX_KAFKA_BOOTSTRAP": settings.kafka_bootstrap, "POSTBOX_TEST_SLEEP_MS": "60"}
+    topic, agg, sent, env = _slow_topic(settings, f"winstop{unique}", 120, 60)
     window = ConsumerProcess(APP, env, tmp_path / "window.log", ["--group", group, "--topics", topic, "--batch-size", "5",
                                                                  "--from", "beginning", "--until", "end"])  # fmt: skip
     try:
@@ -136,11 +144,7 @@ def test_an_interrupted_window_exits_4_and_running_it_again_finishes_it(settings
 
     again = _consume(settings, APP, group, topic, "--from", "beginning", "--until", "end")
     assert again.returncode == 0, again.stderr[-3000:]
-    totals = {"applied": 0, "duplicate": 0}
-    for line in _summary(again.stdout, topic).values():
-        totals["applied"] += int(line.split("applied ")[1].split(",")[0])
-        totals["duplicate"] += int(line.split("duplicate ")[1].split(",")[0])
-    assert totals == {"applied": 120 - first, "duplicate": first}
+    assert _totals(again.stdout, topic) == {"applied": 120 - first, "duplicate": first}
     assert _applied(redis_client, agg) == {eid: 1 for eid, _, _ in sent}
 
 
