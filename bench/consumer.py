@@ -30,7 +30,10 @@ is a redis-server of the bench's own (``appendonly yes``, ``appendfsync always``
 steadier than rates on a shared machine): ``runtime_cpu_us_per_event`` (the runtime's process, the
 bench thread's own work left out), ``runtime_loop_cpu_us_per_event`` (its loop thread: decode,
 handlers, bookkeeping), ``engine_cpu_us_per_event`` (the engine alone) and
-``runtime_overhead_cpu_us_per_event`` (runtime less engine: what the runtime adds).
+``runtime_overhead_cpu_us_per_event`` (runtime less engine: what the runtime adds), and the Redis
+server's main-thread CPU per event while each of runtime, engine and peer ran
+(``runtime_redis_cpu_us_per_event``, ``engine_redis_cpu_us_per_event``, ``peer_redis_cpu_us_per_event``:
+with ``--redis-url`` whatever else that server does is counted too).
 """
 
 from __future__ import annotations
@@ -168,6 +171,15 @@ def _cpu_now(thread: threading.Thread) -> tuple[float, float, float]:
     """(process CPU, this thread's CPU, ``thread``'s CPU) in seconds."""
     assert thread.ident is not None
     return time.process_time(), time.thread_time(), time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+
+
+def _redis_cpu(client: redis.Redis) -> float:
+    """CPU seconds the Redis server's main thread has used (commands, scripts and, with appendfsync
+    always, the AOF write and fsync); the whole process's on a server without the per-thread figures."""
+    cpu = client.info("cpu")
+    if "used_cpu_user_main_thread" in cpu:
+        return float(cpu["used_cpu_user_main_thread"]) + float(cpu["used_cpu_sys_main_thread"])
+    return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
 
 
 def _progress(m) -> tuple[float, float]:
@@ -339,12 +351,16 @@ def main() -> None:
         cpus: list[dict[str, float]] = []  # CPU µs per event of the runtime (whole, loop thread) and the engine alone
         for number in range(1, args.rounds + 1):  # side by side, so a change of load hits every contender
             rates: dict[str, float] = {"raw": run_raw(settings.kafka_bootstrap, topic, n)}
+            redis_cpu = _redis_cpu(client)
             rates["runtime"], runtime, cpu = run_runtime(settings.kafka_bootstrap, redis_url, topic, n)
+            cpu["runtime_redis"], redis_cpu = (_redis_cpu(client) - redis_cpu) * 1e6 / n, _redis_cpu(client)
             engine_cpu = time.process_time()
             rates["engine"] = run_engine(client, events, runtime.config.batch_size)
             cpu["engine"] = (time.process_time() - engine_cpu) * 1e6 / n
-            cpus.append(cpu)
+            cpu["engine_redis"], redis_cpu = (_redis_cpu(client) - redis_cpu) * 1e6 / n, _redis_cpu(client)
             rates["peer"] = run_peer(settings.kafka_bootstrap, client, topic, n)
+            cpu["peer_redis"] = (_redis_cpu(client) - redis_cpu) * 1e6 / n
+            cpus.append(cpu)
             rates["naive"] = run_naive(settings.kafka_bootstrap, client, topic, naive_n)
             rounds.append(rates)
             print(f"round {number}: " + ", ".join(f"{k} {v:,.0f}/s" for k, v in rates.items()) + f" (load {os.getloadavg()[0]:.1f})")
@@ -363,6 +379,8 @@ def main() -> None:
         print(f"runtime: batch_size {runtime.config.batch_size}, {batches:.0f} batches in its last round (mean {n / max(batches, 1):.0f} records)")
         print(f"CPU per event (medians): runtime {cpu_med['runtime']:.1f} us (its loop thread {cpu_med['runtime_loop']:.1f} us), "
               f"engine alone {cpu_med['engine']:.1f} us; the runtime's own {cpu_med['runtime'] - cpu_med['engine']:.1f} us")
+        print(f"Redis CPU per event (medians; its main thread, AOF fsync included): runtime {cpu_med['runtime_redis']:.1f} us, "
+              f"engine alone {cpu_med['engine_redis']:.1f} us, peer {cpu_med['peer_redis']:.1f} us")
         print(json.dumps({
             "events": n,
             "naive_events": naive_n,
@@ -384,6 +402,9 @@ def main() -> None:
             "runtime_loop_cpu_us_per_event": round(cpu_med["runtime_loop"], 1),
             "engine_cpu_us_per_event": round(cpu_med["engine"], 1),
             "runtime_overhead_cpu_us_per_event": round(cpu_med["runtime"] - cpu_med["engine"], 1),
+            "runtime_redis_cpu_us_per_event": round(cpu_med["runtime_redis"], 1),
+            "engine_redis_cpu_us_per_event": round(cpu_med["engine_redis"], 1),
+            "peer_redis_cpu_us_per_event": round(cpu_med["peer_redis"], 1),
             "batch_size": runtime.config.batch_size,
             "mean_batch": round(n / max(batches, 1), 1),
         }))
