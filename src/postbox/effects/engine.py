@@ -88,8 +88,9 @@ DEFAULT_MARKER_TTL = timedelta(days=8)
 #: batch paid its own fsync (~1.6 ms on the bench's disk) when 128 split a batch into four calls:
 #: engine alone, 500-event batches, one HINCRBY each, medians of 5 paired runs at load ~4: 128 →
 #: 7.4k/s, 512 → 10.3k/s (1.38x). Redis time per call is bounded by this, MAX_CALL_ARGS and
-#: MAX_CALL_BYTES: ~14 µs of server CPU per one-command event, so ~7 ms for a full call; a call
-#: cut smaller would cost one more fsync (~1.6 ms), which blocks Redis just the same.
+#: MAX_CALL_BYTES: ~5 µs of Lua per one-command event since protocol 3, so ~2.5 ms of CPU for a
+#: full call, then its fsync; a call cut smaller would cost one more fsync (~1.6 ms), which
+#: blocks Redis just the same.
 DEFAULT_BATCH_SIZE = 512
 #: Upper bounds of one call besides the event count, so big effects do not make long calls.
 MAX_CALL_ARGS = 20_000
