@@ -269,6 +269,38 @@ def test_oom_with_noeviction_is_transient_and_changes_nothing(fresh_redis) -> No
     client.close()
 
 
+def test_a_later_call_of_a_split_batch_refused_leaves_the_earlier_calls_reported_applied(fresh_redis, tmp_path) -> None:
+    """#14.2: a batch split over calls (more events than batch_size) whose second call Redis refuses
+    (maxmemory reached by the first call's writes: OOM before the script's first line). With
+    partial=True the first call's events come back APPLIED and every later one RETRY with nothing
+    of it written; without partial the refusal is raised, and applying the same batch again applies
+    the rest once (the first call's events are duplicates). The calls of one lane stay in order:
+    no later call runs after an earlier one was refused."""
+    (tmp_path / "grow.lua").write_text("return redis.call('SET', KEYS[1], string.rep('x', tonumber(ARGV[1])))\n")
+    client = fresh_redis.client()
+    engine = EffectsEngine(client, "g", functions_dir=tmp_path, batch_size=2)
+    engine.load()
+    used = int(client.info("memory")["used_memory"])
+    client.config_set("maxmemory-policy", "noeviction")
+    client.config_set("maxmemory", str(used + 1024 * 1024))
+    # the first call writes 4 MB from a few bytes of arguments: past maxmemory once it has run
+    events = [(ref("o"), Effects().call("grow", keys=["{o}:big"], args=[4_000_000]))]
+    events += [(ref("o"), Effects().incrby("{o}:n", 1)) for _ in range(5)]
+    try:
+        results = engine.apply(events, partial=True)
+        assert [r.outcome for r in results] == [Outcome.APPLIED] * 2 + [Outcome.RETRY] * 4
+        assert {r.reason for r in results[2:]} == {"OOM"}
+        assert client.get("{o}:n") == b"1" and not any(client.exists(engine.marker_key(e)) for e, _ in events[2:])
+        with pytest.raises(TransientEffectError) as refused:
+            engine.apply(events)
+        assert refused.value.reason == "OOM"
+    finally:
+        client.config_set("maxmemory", "0")
+    assert [r.outcome for r in engine.apply(events)] == [Outcome.DUPLICATE] * 2 + [Outcome.APPLIED] * 4
+    assert client.get("{o}:n") == b"5"
+    client.close()
+
+
 def test_busy_server_is_transient(fresh_redis) -> None:
     """Another client's script runs past busy-reply-threshold: BUSY, transient. The spinning script
     runs until the test kills it (SCRIPT KILL: it wrote nothing), so the BUSY window cannot close
