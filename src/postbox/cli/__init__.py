@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from types import ModuleType
 from typing import Any
 
 import typer
@@ -95,30 +96,42 @@ def _root(
     """Transactional outbox → Debezium → Kafka → exactly-once effects in Redis."""
 
 
-#: Every command module, in the order `postbox --help` lists them. Each exposes ``register(app)``.
-_MODULES = ("stack_cmds", "schemas_cmds", "db_cmds", "consume_cmds", "topics_cmds", "tail_cmds", "trace_cmds", "lag_cmds",
-            "exporter_cmds", "dlq_cmds", "replay_cmds", "connector_cmds", "doctor_cmds", "audit_cmds", "demo_cmds")  # fmt: skip
-
 #: Commands that start a long-running process whose start-up time matters: ``postbox consume``
 #: after a crash is back only once Python has imported what it needs, so it attaches its own module
 #: alone (the other commands' imports — rich tables, incident tools — took ~80 ms of CPU, seconds
 #: on a loaded host, #14.3).
-_ALONE = {"consume": "consume_cmds"}
+_ALONE = ("consume",)
 
-_attached: set[str] = set()
+_attached: set[ModuleType] = set()
+
+
+def _command_modules(args: list[str]) -> tuple[ModuleType, ...]:
+    """The command modules to attach, imported statically (a missing one is an import error at
+    once, not a command that silently disappears), in the order `postbox --help` lists them. Each
+    exposes ``register(app)``. Imported here, not at the top, so that a command of :data:`_ALONE`
+    pays only for its own module."""
+    if args[:1] == ["consume"]:
+        from postbox.cli import consume_cmds
+
+        return (consume_cmds,)
+    from postbox.cli import (
+        audit_cmds, connector_cmds, consume_cmds, db_cmds, demo_cmds, dlq_cmds, doctor_cmds, exporter_cmds,
+        lag_cmds, replay_cmds, schemas_cmds, stack_cmds, tail_cmds, topics_cmds, trace_cmds,
+    )  # fmt: skip
+
+    return (stack_cmds, schemas_cmds, db_cmds, consume_cmds, topics_cmds, tail_cmds, trace_cmds, lag_cmds,
+            exporter_cmds, dlq_cmds, replay_cmds, connector_cmds, doctor_cmds, audit_cmds, demo_cmds)  # fmt: skip
 
 
 def _register(argv: list[str] | None = None) -> None:
     """Attach the command modules: every one, or only the command's own when the command line
-    starts with a command of :data:`_ALONE`. The list is static, so a missing module is an import
-    error at once, not a command that silently disappears; a module is attached once per process
-    (main() runs several times in one process in the tests)."""
+    starts with a command of :data:`_ALONE`; a module is attached once per process (main() runs
+    several times in one process in the tests)."""
     args = sys.argv[1:] if argv is None else argv
-    wanted = (_ALONE[args[0]],) if args and args[0] in _ALONE else _MODULES
-    for name in wanted:
-        if name not in _attached:
-            importlib.import_module(f"postbox.cli.{name}").register(app)
-            _attached.add(name)
+    for module in _command_modules(args):
+        if module not in _attached:
+            module.register(app)
+            _attached.add(module)
 
 
 def _click_exception_types() -> tuple[tuple[type, ...], tuple[type, ...]]:
