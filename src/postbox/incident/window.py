@@ -11,7 +11,8 @@ written later are not in the window, so the run ends.
 Every adjustment is said, not silently made: an end beyond the high watermark is clamped to it, a
 start before the earliest retained record moves to it, a time after the last record means the
 high watermark. An end before the start is an error naming the partition (never an empty run that
-looks like success).
+looks like success), except from ``committed``: a partition the group already consumed past the end
+has nothing left to apply, and its window is empty, said in its note.
 """
 
 from __future__ import annotations
@@ -124,6 +125,8 @@ def _topic_rows(kafka: Kafka, topic: str, parts: list[int], start: Start, end: E
         low, high = marks[p]
         stop, end_notes = _end_offset(end, low, high, by_end.get(p))
         first, start_notes = _start_offset(start, low, high, stop, by_start.get(p), committed.get((topic, p)))
+        if stop < first and start.kind == COMMITTED:  # the group is past the end here: nothing left to apply
+            stop, end_notes = first, [f"the group's committed offset {first} is already past the window's end {stop}: nothing to apply"]
         if stop < first:
             raise IncidentError(
                 f"{topic}[{p}]: the window's end resolves to offset {stop}, before its start at offset {first}",
