@@ -239,3 +239,32 @@ def test_a_transient_failure_inside_a_window_is_retried_in_order_and_the_window_
     assert reached and (tally.applied, tally.duplicate, tally.dead_lettered) == (10, 0, 0)
     assert sum(calls.values()) == 4 and runner.metrics.total("postbox_consumer_retries_total") >= 3
     assert redis_client.lrange(f"{{{agg}:a1}}:seq", 0, -1) == [str(i).encode() for i in range(10)]  # in order, none past the end
+
+
+def test_a_topic_deleted_during_a_window_stops_it_with_the_reason(settings, redis_client, unique, tmp_path):
+    """A window's partitions are fixed when it starts; once its topic is deleted they can never
+    reach their end. Found by review: the run logged "Kafka client error (retrying)" forever and
+    only a signal stopped it. Now it stops (exit 3, nothing more applied) naming the topic."""
+    from tests.support.kafka import drop_topics
+
+    group = f"test-window-gone-{unique}"
+    topic, agg, _, env = _slow_topic(settings, f"wingone{unique}", 300, 50)
+    small_fetches = ["-X", "fetch.max.bytes=1000", "-X", "message.max.bytes=1000", "-X", "max.partition.fetch.bytes=300",
+                     "-X", "queued.max.messages.kbytes=1", "-X", "topic.metadata.refresh.interval.ms=1000"]  # fmt: skip
+    window = ConsumerProcess(APP, env, tmp_path / "window.log", ["--group", group, "--topics", topic, "--batch-size", "5",
+                                                                 "--from", "beginning", "--until", "end", *small_fetches])  # fmt: skip
+    try:
+        wait_for(lambda: len(_applied(redis_client, agg)) >= 5, 60, "the window under way")
+        drop_topics(settings.kafka_bootstrap, topic)
+        try:
+            code = window.process.wait(timeout=90)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"the window kept running after its topic was deleted: {window.output()[-1500:]}") from None
+    finally:
+        window.close()
+    log = window.log_path.read_text()
+    assert code == 3, log[-3000:]
+    assert f"{topic} is gone" in log, log[-3000:]
+    assert len(_applied(redis_client, agg)) < 300
+    lines = [line for line in log.splitlines() if line.startswith(topic + "[")]
+    assert len(lines) == 2 and all("(stopped before the end, at offset" in line for line in lines), lines

@@ -31,7 +31,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from postbox.consumer.backoff import Backoff
 from postbox.consumer.batch import FINISHED, Batch, Fate, Position
@@ -40,6 +40,7 @@ from postbox.consumer.logs import log_event
 from postbox.consumer.metrics import Metrics
 from postbox.consumer.partition_state import PartitionState
 from postbox.consumer.partitions import Partitions
+from postbox.errors import ConfigError
 
 log = logging.getLogger("postbox.consumer")
 
@@ -179,8 +180,10 @@ class WindowConsumer(Consumer):
     drops the assignment."""
 
     tallies: dict[TopicPartitionKey, Tally]
+    watch: "GoneWatch"
 
     def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Message]:
+        self.watch.check(self, self.tallies)
         kept = []
         past: dict[TopicPartitionKey, TopicPartition] = {}
         for msg in super().consume(num_messages, timeout):
@@ -210,12 +213,57 @@ class WindowConsumer(Consumer):
         self.unassign()
 
 
+class GoneWatch:
+    """Stops a window whose topic (or partition) disappeared while it ran. A group member waits for
+    a missing topic to come back, but a window's partitions were fixed when it started, and a
+    deleted one can never reach its end: the run would wait for ever (found by review). librdkafka
+    says so only to the client's ``error_cb`` (no record carries it), so the callback raises a
+    suspicion and the next ``consume`` asks the broker's metadata before raising ConfigError (exit 3)."""
+
+    #: The client errors that may mean a partition is gone.
+    SUSPICIOUS = frozenset({KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC, KafkaError.UNKNOWN_TOPIC_OR_PART})
+
+    def __init__(self) -> None:
+        self.suspected = False
+
+    def wrap(self, error_cb: Any) -> Any:
+        """``error_cb`` that also raises the suspicion."""
+
+        def on_error(err: KafkaError) -> None:
+            if err.code() in self.SUSPICIOUS:
+                self.suspected = True
+            if error_cb is not None:
+                error_cb(err)
+
+        return on_error
+
+    def check(self, consumer: Consumer, tallies: dict[TopicPartitionKey, Tally]) -> None:
+        """ConfigError naming the first unfinished window partition that no longer exists."""
+        if not self.suspected:
+            return
+        self.suspected = False
+        for tally in tallies.values():
+            s = tally.span
+            if s.records == 0 or tally.read_past_end:
+                continue
+            try:
+                topic = consumer.list_topics(s.topic, timeout=5).topics.get(s.topic)
+            except KafkaException:
+                self.suspected = True  # the broker did not answer: ask again at the next consume
+                return
+            if topic is None or topic.error is not None or s.partition not in topic.partitions:
+                raise ConfigError(f"topic {s.topic} is gone (deleted during the window?): partition {s.partition} "
+                                  f"cannot reach the window's end at offset {s.end}",
+                                  fix="recreate the topic from its source, or run the window on the topics that exist")  # fmt: skip
+
+
 class WindowAssignment:
     """The :class:`~postbox.consumer.assignment.Assignment` of a window run over ``spans``."""
 
     def __init__(self, spans: list[Span]) -> None:
         self.tallies = {s.key: Tally(s) for s in spans}
         self.book: WindowPartitions | None = None
+        self.watch = GoneWatch()
 
     def partitions(self, group: str, metrics: Metrics, backoff: Backoff) -> Partitions:
         self.book = WindowPartitions(group, metrics, backoff, self.tallies)
@@ -225,11 +273,13 @@ class WindowAssignment:
         out = {k: v for k, v in conf.items() if k != "group.instance.id"}  # no membership, static or not
         out["group.id"] = f"{conf['group.id']}{WINDOW_CLIENT_GROUP_SUFFIX}"
         out["enable.partition.eof"] = True  # a window ending at the partition's end learns it reached it
+        out["error_cb"] = self.watch.wrap(conf.get("error_cb"))  # a deleted topic is said only there
         return out
 
     def client(self, conf: dict[str, Any]) -> Consumer:
         consumer = WindowConsumer(conf)
         consumer.tallies = self.tallies
+        consumer.watch = self.watch
         return consumer
 
     def start(self, consumer: Consumer, topics: list[str], partitions: Partitions) -> None:
@@ -251,4 +301,4 @@ class WindowAssignment:
         return [(self.tallies[k], self.reached(self.tallies[k])) for k in sorted(self.tallies)]
 
 
-__all__ = ["EXIT_WINDOW_INCOMPLETE", "Span", "Tally", "WindowAssignment", "WindowConsumer", "WindowPartitions"]
+__all__ = ["EXIT_WINDOW_INCOMPLETE", "GoneWatch", "Span", "Tally", "WindowAssignment", "WindowConsumer", "WindowPartitions"]
