@@ -50,7 +50,7 @@ def consume(
     client_id: Optional[str] = typer.Option(None, "--client-id", help="Kafka client id (POSTBOX_CLIENT_ID)"),
     instance_id: Optional[str] = typer.Option(None, "--instance-id", help="static group member name (POSTBOX_INSTANCE_ID; default/'auto': <host>-<group>-<index>, unique per host; 'none': a dynamic member)"),
     check: bool = typer.Option(False, "--check", help="load the app and validate the configuration, print it, and exit"),
-    start: Optional[str] = typer.Option(None, "--from", help="with --until: a bounded window run from here — beginning | committed (the group's offsets) | last:N | OFFSET | ISO time | duration ago (2h)"),
+    start: Optional[str] = typer.Option(None, "--from", help="with --until: a bounded window run from here — beginning | committed (the group's offsets) | last:N (the last N of EACH partition before --until) | OFFSET | ISO time | duration ago (2h)"),
     until: Optional[str] = typer.Option(None, "--until", help="end of the window (exclusive): OFFSET | ISO time | duration ago | end (the high watermark at start-up), as kcat -o e@ts; never commits the group's offsets"),
     partition: Optional[list[int]] = typer.Option(None, "--partition", "-p", min=0, help="with --until: only these partitions (repeatable)"),
 ) -> int:
