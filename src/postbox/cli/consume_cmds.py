@@ -13,16 +13,12 @@ ends; ``--from committed`` starts at the group's committed offsets).
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import timedelta
 from typing import Any, Optional
 
 import typer
 
 from postbox.cli.client_options import command_settings, export_local_stack_env, kafka_client_options
 from postbox.consumer.instance import DYNAMIC
-
-#: How long before the marker TTL a window's oldest record is warned about (as `replay --safety-margin`).
-MARKER_MARGIN = timedelta(hours=1)
 
 
 @kafka_client_options
@@ -117,6 +113,7 @@ def run_window(app: Any, config: Any, settings: Any, start: Any, end: Any, parti
     every partition reached its end, :data:`~postbox.consumer.window.EXIT_WINDOW_INCOMPLETE` when it
     was stopped before, 3 on an engine or configuration error while running."""
     from postbox.cli.incident_common import kafka_for
+    from postbox.incident.dlq import DEFAULT_SAFETY_MARGIN  # warned about as `replay --safety-margin` refuses
     from postbox.incident.window import COMMITTED, check_marker_window, plan_window
 
     with kafka_for(settings) as kafka:
@@ -124,7 +121,7 @@ def run_window(app: Any, config: Any, settings: Any, start: Any, end: Any, parti
             kafka.require_topic(topic)
         committed = kafka.committed(config.group) if start.kind == COMMITTED else None
         plan = plan_window(kafka, list(config.topics), start, end, partitions=partitions, committed=committed)
-        check_marker_window(kafka, plan, config.marker_ttl, MARKER_MARGIN)
+        check_marker_window(kafka, plan, config.marker_ttl, DEFAULT_SAFETY_MARGIN)
     print_window_plan(config.group, plan)
     code, summary = execute_window(app, config, plan)
     for tally, reached in summary:
