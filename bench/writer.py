@@ -12,6 +12,8 @@ Measured side by side in one run (scenarios interleaved, several rounds, medians
   base_plain  business INSERT only, no pipeline         (BEGIN, INSERT, COMMIT: 3 round trips)
   emit_plain  business INSERT + emit as its own round trip (no pipeline)
   emit_folded the business INSERT with the event folded into it (execute_and_emit: one statement)
+  emit_general  ``emit`` with the payload taken through the general path (compiled check, then
+              fastavro), as before #17's one-pass writer: the writer's speed-up in one run
   batch       emit_many of N events in one transaction
 
 and the pgbench-equivalent references (no postbox code: a hand-made statement, payload bytes and
@@ -20,6 +22,8 @@ database's:
 
   reference        business INSERT + one hand-made outbox INSERT      (partitioned postbox.outbox)
   reference_plain  the same into an unpartitioned copy of the outbox  (partitioning's own cost)
+  reference_check  the same into an unpartitioned copy whose rules are the table CHECK the outbox
+                   had before #17 (text columns) instead of domain types: the CHECK's own cost
   reference_message business INSERT + pg_logical_emit_message(true, ...)  (no table row at all)
 
 and, for batches, the same N events written by hand (ids and payload bytes made in advance, no
@@ -29,8 +33,9 @@ postbox code), each in one transaction, interleaved with ``batch``:
   batch_insert      the same one-statement unnest INSERT emit_many sends
   batch_statements  one INSERT per event through one pipeline      (what emit_many sent before #17)
 
-and ``batch_before``: emit_many as it was before #17's batch work (prepare_event per event, then
-one INSERT per event through one pipeline), so the batch speed-up is a ratio of one run.
+and ``batch_before``: emit_many as it was before #17 (prepare_event per event, its payload through
+the general path: compiled check, then fastavro; then one INSERT per event through one pipeline),
+so the batch speed-up is a ratio of one run.
 
 and the off-path cost of each retention: dropping a partition of R rows vs deleting them.
 
@@ -55,7 +60,8 @@ import time
 import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import NamedTuple
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 import psycopg
 
@@ -72,6 +78,7 @@ from postbox.outbox.rows import INSERT_SQL  # noqa: E402
 from postbox.outbox.statements import CHUNK_MAX_ROWS, INSERT_MANY_SQL  # noqa: E402
 from postbox.outbox.uuid7 import uuid7  # noqa: E402
 from postbox.schemas import SchemaRepository  # noqa: E402
+from postbox.schemas.repository import EventSchema  # noqa: E402
 from postbox.settings import Settings  # noqa: E402
 from postbox.stack.addresses import local_stack_env  # noqa: E402
 
@@ -88,10 +95,17 @@ PAYLOAD = {
 }
 BUSINESS_SQL = "INSERT INTO bench_orders (customer_id, total_cents) VALUES (%s, %s)"
 UNPARTITIONED = "bench_outbox_unpartitioned"
+CHECKED = "bench_outbox_check"
+#: The outbox's rules as the table CHECK they were before #17 (the text of 050_deliverable.sql then).
+OLD_CHECK = """CHECK (aggregate_type ~ '^[A-Za-z0-9._-]+$' AND length(aggregate_type) <= 232
+    AND octet_length(aggregate_id) BETWEEN 1 AND 4096 AND length(event_type) BETWEEN 1 AND 255
+    AND (traceparent IS NULL OR octet_length(traceparent) <= 512))"""
 REFERENCE_SQL = {
     "reference": "INSERT INTO postbox.outbox (id, aggregate_type, aggregate_id, event_type, payload)"
                  " VALUES (%s, 'order', %s, 'OrderPlaced', %s)",
     "reference_plain": f"INSERT INTO {UNPARTITIONED} (id, aggregate_type, aggregate_id, event_type, payload)"
+                       " VALUES (%s, 'order', %s, 'OrderPlaced', %s)",
+    "reference_check": f"INSERT INTO {CHECKED} (id, aggregate_type, aggregate_id, event_type, payload)"
                        " VALUES (%s, 'order', %s, 'OrderPlaced', %s)",
     # A transactional logical decoding message: in the WAL with the commit, no row, no index.
     "reference_message": "SELECT pg_logical_emit_message(true, 'postbox.outbox', %s::bytea)",
@@ -121,6 +135,11 @@ def setup(admin: str, app_url: str) -> str:
         conn.execute(f"DROP TABLE IF EXISTS {UNPARTITIONED}")
         conn.execute(f"CREATE TABLE {UNPARTITIONED} (LIKE postbox.outbox INCLUDING ALL)")
         conn.execute(f"GRANT INSERT ON {UNPARTITIONED} TO postbox_app")
+        conn.execute(f"DROP TABLE IF EXISTS {CHECKED}")
+        conn.execute(f"CREATE TABLE {CHECKED} (id uuid PRIMARY KEY, aggregate_type text NOT NULL, aggregate_id text NOT NULL,"
+                     " event_type text NOT NULL, payload bytea NOT NULL, created_at timestamptz NOT NULL DEFAULT clock_timestamp(),"
+                     f" traceparent text, CONSTRAINT outbox_deliverable {OLD_CHECK})")
+        conn.execute(f"GRANT INSERT ON {CHECKED} TO postbox_app")
         conn.execute("TRUNCATE postbox.outbox")
         conn.execute("SET ROLE postbox_owner")
         conn.execute("SELECT postbox.outbox_ensure_partitions('1 day', '2 days')")
@@ -142,7 +161,18 @@ class ReferenceRows:
         return (uuid.UUID(int=self.first + i), f"o-{i}", self.payload)
 
 
-def one_tx(kind: str, conn: psycopg.Connection, outbox: Outbox, outbox_delete: Outbox, ref: ReferenceRows, i: int) -> None:
+class GeneralPathCodec(AvroCodec):
+    """The codec as it encoded before #17's one-pass writer: compiled check, then fastavro."""
+
+    def encode_with(self, schema: EventSchema, payload: Mapping[str, Any]) -> bytes:
+        return self.encode_general(schema, payload)
+
+
+Outboxes = tuple[Outbox, Outbox, Outbox]  # partitions, delete-in-transaction, general encode path
+
+
+def one_tx(kind: str, conn: psycopg.Connection, outbox: Outbox, outbox_delete: Outbox, outbox_general: Outbox,
+           ref: ReferenceRows, i: int) -> None:
     if kind in REFERENCE_SQL:
         with conn.pipeline(), conn.transaction():
             conn.execute(BUSINESS_SQL, ("c-1", i))
@@ -150,11 +180,13 @@ def one_tx(kind: str, conn: psycopg.Connection, outbox: Outbox, outbox_delete: O
     elif kind == "emit_folded":
         with conn.pipeline(), conn.transaction():
             outbox.execute_and_emit(conn, BUSINESS_SQL, ("c-1", i), "order", f"o-{i}", "OrderPlaced", PAYLOAD)
-    elif kind in ("base", "emit", "emit_delete"):
+    elif kind in ("base", "emit", "emit_delete", "emit_general"):
         with conn.pipeline(), conn.transaction():
             conn.execute(BUSINESS_SQL, ("c-1", i))
             if kind == "emit":
                 outbox.emit(conn, "order", f"o-{i}", "OrderPlaced", PAYLOAD)
+            elif kind == "emit_general":
+                outbox_general.emit(conn, "order", f"o-{i}", "OrderPlaced", PAYLOAD)
             elif kind == "emit_delete":
                 outbox_delete.emit(conn, "order", f"o-{i}", "OrderPlaced", PAYLOAD)
     else:
@@ -201,7 +233,7 @@ class Round(NamedTuple):
     server_us: float
 
 
-def measure_tps(kind: str, url: str, outboxes: tuple[Outbox, Outbox], payload: bytes, clients: int, seconds: float) -> Round:
+def measure_tps(kind: str, url: str, outboxes: Outboxes, payload: bytes, clients: int, seconds: float) -> Round:
     """Committed transactions per second over ``clients`` client *processes* (like pgbench's
     clients: threads would share one GIL and measure Python's lock instead of the database),
     and the CPU each transaction cost in the clients and their server backends."""
@@ -247,7 +279,7 @@ def cost_us(rounds: list[Round]) -> tuple[float, float]:
     return statistics.median(r.client_us for r in rounds), statistics.median(r.server_us for r in rounds)
 
 
-def measure_costs(kinds: list[str], url: str, outboxes: tuple[Outbox, Outbox], payload: bytes,
+def measure_costs(kinds: list[str], url: str, outboxes: Outboxes, payload: bytes,
                   blocks: int, block: int) -> dict[str, tuple[float, float]]:
     """CPU µs per transaction of each scenario, client and server backend, on one connection.
 
@@ -279,7 +311,7 @@ BATCH_KINDS = ("batch", "batch_before", "batch_copy", "batch_insert", "batch_sta
 COPY_SQL = "COPY postbox.outbox (id, aggregate_type, aggregate_id, event_type, payload, traceparent) FROM STDIN (FORMAT BINARY)"
 
 
-def measure_batch(kind: str, url: str, outbox: Outbox, payload: bytes, size: int) -> Round:
+def measure_batch(kind: str, url: str, outboxes: Outboxes, payload: bytes, size: int) -> Round:
     """Events per second of one transaction writing ``size`` events the way ``kind`` says, and CPU µs per event."""
     events = [NewEvent("order", f"o-{i % 100}", "OrderPlaced", PAYLOAD) for i in range(size)]
     rows = [(uuid7(), "order", f"o-{i % 100}", "OrderPlaced", payload, None) for i in range(size)]
@@ -288,9 +320,9 @@ def measure_batch(kind: str, url: str, outbox: Outbox, payload: bytes, size: int
         started = time.perf_counter()
         with conn.transaction():
             if kind == "batch":
-                outbox.emit_many(conn, events)
+                outboxes[0].emit_many(conn, events)
             elif kind == "batch_before":
-                prepared = [outbox.rows.prepare_event(e) for e in events]
+                prepared = [outboxes[2].rows.prepare_event(e) for e in events]
                 with conn.pipeline(), conn.cursor() as cur:
                     cur.executemany(INSERT_SQL, [r.params for r in prepared])
             elif kind == "batch_copy":
@@ -350,10 +382,11 @@ def main() -> None:
     admin = admin_url()
     url = setup(admin, Settings.load(local=local_stack_env()).database_url)
     codec = AvroCodec(SchemaRepository.load(ROOT / "schemas"))
-    outboxes = (Outbox(codec=codec, retention=Retention.PARTITIONS), Outbox(codec=codec, retention=Retention.DELETE))
+    outboxes = (Outbox(codec=codec, retention=Retention.PARTITIONS), Outbox(codec=codec, retention=Retention.DELETE),
+                Outbox(codec=GeneralPathCodec(codec.repository), retention=Retention.PARTITIONS))
     payload = codec.encode("order", "OrderPlaced", PAYLOAD)
     load_before = os.getloadavg()
-    kinds = ["base", "emit", "emit_folded", "emit_delete", "base_plain", "emit_plain", *REFERENCE_SQL]
+    kinds = ["base", "emit", "emit_general", "emit_folded", "emit_delete", "base_plain", "emit_plain", *REFERENCE_SQL]
     results: dict[str, list[Round]] = {k: [] for k in kinds}
     for r in range(rounds):
         order = kinds if r % 2 == 0 else list(reversed(kinds))  # interleave against drift
@@ -366,7 +399,7 @@ def main() -> None:
     batch_rates: dict[str, list[Round]] = {k: [] for k in BATCH_KINDS}
     for r in range(rounds):
         for kind in BATCH_KINDS if r % 2 == 0 else reversed(BATCH_KINDS):
-            batch_rates[kind].append(measure_batch(kind, url, outboxes[0], payload, batch))
+            batch_rates[kind].append(measure_batch(kind, url, outboxes, payload, batch))
     eps = {k: statistics.median(r.rate for r in v) for k, v in batch_rates.items()}
     batch_cost = {k: cost_us(v) for k, v in batch_rates.items()}
     batch_eps = eps["batch"]
@@ -383,6 +416,8 @@ def main() -> None:
         "base_plain_tps": round(tps["base_plain"], 1),
         "emit_plain_tps": round(tps["emit_plain"], 1),
         "emit_tps_ratio": round(tps["emit"] / tps["base"], 3),
+        "emit_general_tps_ratio": round(tps["emit_general"] / tps["base"], 3),
+        "emit_vs_general": round(tps["emit"] / tps["emit_general"], 3),
         "emit_folded_tps": round(tps["emit_folded"], 1),
         "emit_folded_tps_ratio": round(tps["emit_folded"] / tps["base"], 3),
         "emit_delete_tps_ratio": round(tps["emit_delete"] / tps["base"], 3),
@@ -393,6 +428,8 @@ def main() -> None:
         "reference_unpartitioned_tps_ratio": round(tps["reference_plain"] / tps["base"], 3),
         "partitioned_vs_unpartitioned": round(tps["reference"] / tps["reference_plain"], 3),
         "reference_message_tps_ratio": round(tps["reference_message"] / tps["base"], 3),
+        "reference_message_vs_reference": round(tps["reference_message"] / tps["reference"], 3),
+        "domains_vs_check": round(tps["reference_plain"] / tps["reference_check"], 3),
         "batch_size": batch,
         "batch_events_per_s": round(batch_eps, 1),
         "batch_copy_events_per_s": round(eps["batch_copy"], 1),
@@ -412,6 +449,10 @@ def main() -> None:
         "cpu_us": {k: [round(c, 1), round(sv, 1)] for k, (c, sv) in {**cost, **batch_cost}.items()},
         "emit_cpu_ratio": round(total["base"] / total["emit"], 3),
         "emit_folded_cpu_ratio": round(total["base"] / total["emit_folded"], 3),
+        "emit_general_cpu_ratio": round(total["base"] / total["emit_general"], 3),
+        "emit_vs_general_cpu": round(total["emit_general"] / total["emit"], 3),
+        "domains_vs_check_cpu": round(total["reference_check"] / total["reference_plain"], 3),
+        "reference_message_vs_reference_cpu": round(total["reference"] / total["reference_message"], 3),
         "reference_cpu_ratio": round(total["base"] / total["reference"], 3),
         "emit_vs_reference_cpu": round(total["reference"] / total["emit"], 3),
         "partitioned_vs_unpartitioned_cpu": round(total["reference_plain"] / total["reference"], 3),
@@ -427,12 +468,14 @@ def main() -> None:
     for label, kind, base in [
         ("business insert (pipeline)", "base", "base"),
         ("+ emit, same round trip [partitions]", "emit", "base"),
+        ("+ emit, payload through the general path", "emit_general", "base"),
         ("+ emit folded into it (execute_and_emit)", "emit_folded", "base"),
         ("+ emit + delete in tx [delete]", "emit_delete", "base"),
         ("business insert (no pipeline)", "base_plain", "base_plain"),
         ("+ emit as its own round trip", "emit_plain", "base_plain"),
         ("+ hand-made INSERT (reference) [partitioned]", "reference", "base"),
         ("+ hand-made INSERT, unpartitioned table", "reference_plain", "base"),
+        ("+ the same, old table CHECK, no domains", "reference_check", "base"),
         ("+ pg_logical_emit_message(true, ...)", "reference_message", "base"),
     ]:
         print(f"{label:<48}{tps[kind]:>10.1f}{tps[kind] / tps[base]:>10.3f}"

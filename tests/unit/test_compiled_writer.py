@@ -120,4 +120,4 @@ def test_the_projects_payloads_are_written_by_it() -> None:
     assert not _assert_written_only_when_it_may(passed_on, {}, {"ls": 1})
     # And the codec's bytes are the same either way.
     codec = AvroCodec(repo)
-    assert codec.encode("order", "OrderPlaced", placed) == codec._encode_checked(v2, placed)
+    assert codec.encode("order", "OrderPlaced", placed) == codec.encode_general(v2, placed)

@@ -92,9 +92,11 @@ class AvroCodec:
                 return bytes(out)
         except Exception:  # noqa: BLE001 - e.g. a float beyond its range: the general path decides
             pass
-        return self._encode_checked(schema, payload)
+        return self.encode_general(schema, payload)
 
-    def _encode_checked(self, schema: EventSchema, payload: Mapping[str, Any]) -> bytes:
+    def encode_general(self, schema: EventSchema, payload: Mapping[str, Any]) -> bytes:
+        """The general path: the compiled check, ``validate`` naming the misfit when it fails, then
+        fastavro. Every payload ``encode_with`` is not sure of goes here; the same bytes either way."""
         if not self._passes(schema, payload):
             # Only a payload the compiled check refuses pays for the walk that names the misfit.
             try:

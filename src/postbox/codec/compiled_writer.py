@@ -40,7 +40,9 @@ def compile_writer(schema: Any, names: Mapping[str, Any]) -> Write:
 
 
 def write_long(n: int, out: bytearray) -> None:
-    """Avro's zigzag varint of ``n`` (int and long alike)."""
+    """Avro's zigzag varint of ``n`` (int and long alike). Callers append a value in 0..63 (one
+    byte, ``n << 1``) themselves: most lengths, counts and small numbers are, and a call costs more
+    than the byte."""
     n = (n << 1) ^ (n >> 63)
     while n > 0x7F:
         out.append((n & 0x7F) | 0x80)
@@ -214,7 +216,10 @@ def _integer(low: int, high: int) -> Write:
     def write_integer(datum: Any, out: bytearray) -> bool:
         if type(datum) is not int or not low <= datum <= high:
             return False
-        write_long(datum, out)
+        if 0 <= datum < 64:
+            out.append(datum << 1)
+        else:
+            write_long(datum, out)
         return True
 
     return write_integer
@@ -246,7 +251,11 @@ def _write_string(datum: Any, out: bytearray) -> bool:
     if type(datum) is not str:
         return False
     data = datum.encode()  # a lone surrogate raises: the caller's general path
-    write_long(len(data), out)
+    size = len(data)
+    if size < 64:
+        out.append(size << 1)
+    else:
+        write_long(size, out)
     out += data
     return True
 
