@@ -22,10 +22,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import psycopg
 
 from postbox.errors import RetentionError
-from postbox.outbox.retention import become_owner
+from postbox.outbox.retention import owner_connection
 
 REPUBLISH_SQL = """
 WITH batch AS (
@@ -68,12 +67,7 @@ def republish(
     if batch < 1:
         raise RetentionError(f"batch {batch} must be positive", fix="e.g. --batch 1000")
     report = RepublishReport()
-    try:
-        conn = psycopg.connect(conninfo, autocommit=True)
-    except psycopg.OperationalError as exc:
-        raise RetentionError(f"cannot connect to republish: {exc}".strip(), fix="check --url / POSTBOX_MAINT_DATABASE_URL") from exc
-    with conn:
-        become_owner(conn)
+    with owner_connection(conninfo, "to republish") as conn:
         after = uuid.UUID(int=0)
         while True:
             with conn.transaction():

@@ -106,12 +106,7 @@ def run_retention(
     if keep < timedelta(minutes=1):
         raise RetentionError(f"keep period {human(keep)} is too short", fix="keep rows at least a few minutes (e.g. --keep 2d)")
     report = RetentionReport(dry_run=dry_run)
-    try:
-        conn = psycopg.connect(conninfo, autocommit=True)
-    except psycopg.OperationalError as exc:
-        raise RetentionError(f"cannot connect for retention: {exc}".strip(), fix="check --url / POSTBOX_MAINT_DATABASE_URL") from exc
-    with conn:
-        become_owner(conn)
+    with owner_connection(conninfo, "for retention") as conn:
         conn.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(f"{int(lock_timeout.total_seconds() * 1000)}ms")))
         got = conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (LOCK_KEY,)).fetchone()
         if not got or not got[0]:
@@ -258,6 +253,21 @@ def _purge_default(conn: psycopg.Connection[Any], report: RetentionReport, keep:
         report.purged_default_rows += int(n)
         if n < batch:
             break
+
+
+def owner_connection(conninfo: str, purpose: str) -> psycopg.Connection[Any]:
+    """An autocommit connection acting as postbox_owner (:func:`become_owner`), for maintenance;
+    a RetentionError with the fix when it cannot connect. ``purpose`` completes "cannot connect"."""
+    try:
+        conn = psycopg.connect(conninfo, autocommit=True)
+    except psycopg.OperationalError as exc:
+        raise RetentionError(f"cannot connect {purpose}: {exc}".strip(), fix="check --url / POSTBOX_MAINT_DATABASE_URL") from exc
+    try:
+        become_owner(conn)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
 def become_owner(conn: psycopg.Connection[Any]) -> None:
