@@ -93,14 +93,23 @@ def init_database(
         except psycopg.Error as exc:
             where = f" in {current.name}" if current is not None else ""
             diag = exc.diag
+            detail = f" ({diag.message_detail})" if diag.message_detail else ""
             raise DatabaseInitError(
-                f"applying the outbox SQL failed{where}: {diag.message_primary or exc}",
-                fix=diag.message_hint or "connect as a superuser (or the database owner with CREATEROLE)",
+                f"applying the outbox SQL failed{where}: {diag.message_primary or exc}{detail}",
+                fix=diag.message_hint or _init_fix(exc),
             ) from exc
         after = _snapshot(conn)
     lines[:0] = _diff(before, after, policy)
     lines += [r[0] for r in created]
     return lines or ["nothing to change: the outbox is set up"]
+
+
+def _init_fix(exc: psycopg.Error) -> str:
+    """The fix of a failed init PostgreSQL gave no hint for: a role is the usual cause only when
+    it was refused; otherwise the message itself names what to change (init is idempotent)."""
+    if isinstance(exc, psycopg.errors.InsufficientPrivilege):
+        return "connect as a superuser (or the database owner with CREATEROLE)"
+    return "correct what the message names, then run postbox db init again (it changes only what is missing)"
 
 
 def _password_matches(conn: psycopg.Connection[Any], role: str, password: str) -> bool:

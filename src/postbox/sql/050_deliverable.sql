@@ -48,8 +48,9 @@ ALTER FUNCTION postbox.outbox_row_problem(text, text, text, text) OWNER TO postb
 --    `postbox doctor` names the rows.
 DO $$
 DECLARE
-    col  text;
-    rule text;
+    col   text;
+    rule  text;
+    views text;
 BEGIN
     FOREACH col IN ARRAY ARRAY['aggregate_type', 'aggregate_id', 'event_type', 'traceparent'] LOOP
         IF to_regtype('postbox.' || col) IS NULL THEN
@@ -57,6 +58,20 @@ BEGIN
             EXECUTE format('ALTER DOMAIN postbox.%I OWNER TO postbox_owner', col);
         END IF;
     END LOOP;
+    -- PostgreSQL cannot change the type of a column a view uses (a team's dashboard view on the
+    -- outbox): name those views and the way out, before anything is changed.
+    SELECT string_agg(DISTINCT v.oid::regclass::text, ', ') INTO views
+      FROM pg_depend d
+      JOIN pg_rewrite r ON r.oid = d.objid
+      JOIN pg_class v ON v.oid = r.ev_class
+      JOIN pg_attribute a ON a.attrelid = d.refobjid AND a.attnum = d.refobjsubid
+     WHERE d.classid = 'pg_rewrite'::regclass AND d.refobjid = 'postbox.outbox'::regclass
+       AND a.attname IN ('aggregate_type', 'aggregate_id', 'event_type', 'traceparent')
+       AND a.atttypid <> ('postbox.' || a.attname)::regtype;
+    IF views IS NOT NULL THEN
+        RAISE EXCEPTION 'the outbox''s columns become domain types over text (postbox.<column>), and PostgreSQL cannot change the type of a column a view uses: %', views
+            USING HINT = format('drop %s, run postbox db init again, then recreate it (its columns read as text as before)', views);
+    END IF;
     IF EXISTS (SELECT FROM pg_constraint WHERE conname = 'outbox_deliverable' AND conrelid = 'postbox.outbox'::regclass) THEN
         ALTER TABLE postbox.outbox DROP CONSTRAINT outbox_deliverable;  -- the table CHECK, before #17's domains
     END IF;
