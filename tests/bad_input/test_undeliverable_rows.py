@@ -27,7 +27,7 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from postbox.db import init_database
+from postbox.db import DatabaseInitError, init_database
 from postbox.errors import PayloadError
 from postbox.outbox import Outbox
 from postbox.outbox.deliverable import MAX_AGGREGATE_TYPE, MAX_KEY_BYTES, RULED_COLUMNS
@@ -101,6 +101,12 @@ def _back_to_text_columns(conn: psycopg.Connection) -> None:
         conn.execute(sql.SQL("DROP DOMAIN postbox.{}").format(sql.Identifier(column)))
 
 
+#: The table CHECK of the previous release (a728b81's 050_deliverable.sql), before #17's domains.
+PREVIOUS_CHECK = """ALTER TABLE postbox.outbox ADD CONSTRAINT outbox_deliverable CHECK (
+        aggregate_type ~ '^[A-Za-z0-9._-]+$' AND length(aggregate_type) <= 232
+    AND octet_length(aggregate_id) BETWEEN 1 AND 4096 AND length(event_type) BETWEEN 1 AND 255
+    AND (traceparent IS NULL OR octet_length(traceparent) <= 512))"""
+
 @pytest.fixture
 def legacy_db(admin_database_url: str, settings: Settings, unique: str) -> Iterator[tuple[str, str, uuid.UUID]]:
     """A database set up before the constraint existed, holding one undeliverable row; then re-initialised."""
@@ -152,13 +158,31 @@ def test_init_moves_the_previous_check_constraint_to_the_column_types(legacy_db:
         conn.execute("DELETE FROM postbox.outbox WHERE id = %s", (bad_id,))
         kept = uuid.uuid4()
         conn.execute(INSERT_ROW, (kept, "order", "k", "Happened", b"{}", None))
-        conn.execute("""ALTER TABLE postbox.outbox ADD CONSTRAINT outbox_deliverable CHECK (
-                aggregate_type ~ '^[A-Za-z0-9._-]+$' AND length(aggregate_type) <= 232
-            AND octet_length(aggregate_id) BETWEEN 1 AND 4096 AND length(event_type) BETWEEN 1 AND 255
-            AND (traceparent IS NULL OR octet_length(traceparent) <= 512))""")
+        conn.execute(PREVIOUS_CHECK)
     assert any("validated" in line for line in init_database(admin, app_password=None, cdc_password=None))
     with psycopg.connect(admin, autocommit=True) as conn:
         assert conn.execute("SELECT count(*) FROM pg_constraint WHERE conname = 'outbox_deliverable'").fetchone() == (0,)
         assert conn.execute("SELECT id FROM postbox.outbox").fetchall() == [(kept,)]
         with pytest.raises(psycopg.errors.CheckViolation, match="aggregate_id_deliverable"):
             conn.execute(INSERT_ROW, (uuid.uuid4(), "order", "", "Happened", b"{}", None))
+
+
+def test_init_names_a_view_on_the_outbox_and_changes_nothing(legacy_db: tuple[str, str, uuid.UUID]) -> None:
+    """Review of #17's in-place migration: a view on the outbox (a team's dashboard) makes PostgreSQL
+    refuse to change a column's type. Found by review: `db init` said "cannot alter type of a column
+    used by a view or rule" without naming the view, with the fix "connect as a superuser" given to
+    a superuser. The error names the view and the way out; the failed init changes nothing."""
+    admin, _app, bad_id = legacy_db
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute("DELETE FROM postbox.outbox WHERE id = %s", (bad_id,))
+        conn.execute(PREVIOUS_CHECK)
+        conn.execute("CREATE VIEW public.outbox_recent AS SELECT id, aggregate_type, event_type FROM postbox.outbox")
+    with pytest.raises(DatabaseInitError) as info:
+        init_database(admin, app_password=None, cdc_password=None)
+    text = str(info.value)
+    assert "outbox_recent" in text and "recreate" in text and "superuser" not in text, text
+    with psycopg.connect(admin, autocommit=True) as conn:  # rolled back: the previous layout as it was
+        assert conn.execute("SELECT atttypid::regtype::text FROM pg_attribute WHERE attrelid = 'postbox.outbox'::regclass "
+                            "AND attname = 'aggregate_type'").fetchone() == ("text",)
+        assert conn.execute("SELECT count(*) FROM pg_constraint WHERE conname = 'outbox_deliverable' "
+                            "AND conrelid = 'postbox.outbox'::regclass").fetchone() == (1,)
