@@ -268,3 +268,25 @@ def test_a_topic_deleted_during_a_window_stops_it_with_the_reason(settings, redi
     assert len(_applied(redis_client, agg)) < 300
     lines = [line for line in log.splitlines() if line.startswith(topic + "[")]
     assert len(lines) == 2 and all("(stopped before the end, at offset" in line for line in lines), lines
+
+
+def test_a_window_beside_the_live_consumer_does_not_take_its_metrics_port(settings, unique):
+    """An on-call engineer runs a window where the live consumer runs (its pod, its environment):
+    POSTBOX_METRICS_PORT is the live consumer's port, already bound. Found by review: the window
+    died with an OSError traceback ("Address already in use"). A window serves no endpoints
+    unless --metrics-port is given on its own command line; a port that is taken is a configuration
+    error (exit 1, one line with the fix), for a group member too."""
+    import socket
+
+    topic, _, _, env = _slow_topic(settings, f"winport{unique}", 4, 0)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        window = _consume(settings, APP, f"test-window-port-{unique}", topic, "--from", "beginning", "--until", "end",
+                          extra_env={**env, "POSTBOX_METRICS_PORT": port})  # fmt: skip
+        member = _consume(settings, APP, f"test-window-port-{unique}", topic, "--metrics-port", port, extra_env=env)
+    assert window.returncode == 0, window.stderr[-3000:]
+    assert _totals(window.stdout, topic) == {"applied": 4, "duplicate": 0}
+    assert member.returncode == 1 and "Traceback" not in member.stderr, member.stderr[-3000:]
+    assert f"127.0.0.1:{port} is in use" in member.stderr and "--metrics-port" in member.stderr, member.stderr[-3000:]

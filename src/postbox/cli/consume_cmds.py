@@ -7,7 +7,9 @@ flags win. Start several processes with the same ``--group`` to share the partit
 the app's partitions are assigned explicitly and read from ``--from`` to ``--until`` (resolved once,
 at start-up), applied through the group's markers, never committed; it exits when every partition
 reached its end, printing one line per partition. ``--until`` needs ``--from`` (a window names both
-ends; ``--from committed`` starts at the group's committed offsets).
+ends; ``--from committed`` starts at the group's committed offsets). A window serves no metrics or
+health endpoints unless ``--metrics-port`` is on its command line: ``POSTBOX_METRICS_PORT`` is the
+live consumer's, whose port a window run beside it (its pod, its environment) must not try to take.
 """
 
 from __future__ import annotations
@@ -63,7 +65,8 @@ def consume(
         group=group, topics=topics, kafka_bootstrap=kafka_bootstrap, redis_url=redis_url,
         batch_size=batch_size, batch_wait_ms=batch_wait_ms, handler_retries=handler_retries,
         backoff_base_ms=backoff_base_ms, backoff_max_ms=backoff_max_ms, marker_ttl=marker_ttl,
-        metrics_port=metrics_port, metrics_host=metrics_host, log_format=log_format, log_level=log_level,
+        metrics_port=metrics_port if window is None else metrics_port or 0,  # a window: only its own flag (module docs)
+        metrics_host=metrics_host, log_format=log_format, log_level=log_level,
         require_durable=require_durable, auto_offset_reset=auto_offset_reset,
         session_timeout_ms=session_timeout_ms, max_poll_interval_ms=max_poll_interval_ms,
         schemas_dir=schemas_dir, client_id=client_id, instance_id=instance_id,
@@ -142,7 +145,8 @@ def load_window_app(app_spec: str, group: str, topics: list[str], fallback: list
     export_local_stack_env()
     app = load_app(app_spec)
     chosen = topics or ([] if app.topics() or os.environ.get("POSTBOX_TOPICS") else fallback)
-    config = ConsumerConfig.load(app=app, settings=settings, group=group, topics=",".join(chosen) or None, instance_id=DYNAMIC)
+    config = ConsumerConfig.load(app=app, settings=settings, group=group, topics=",".join(chosen) or None, instance_id=DYNAMIC,
+                                metrics_port=0)  # no endpoints: the live consumer beside it may hold the port
     configure(config.log_format, config.log_level)
     return app, config
 

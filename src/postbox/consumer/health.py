@@ -16,6 +16,7 @@ request's thread and bounds its own wait (``PROBE_TIMEOUT_S``), never the consum
 
 from __future__ import annotations
 
+import errno
 import json
 import threading
 import time
@@ -25,6 +26,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from postbox.errors import ConfigError
 
 #: The longest a readiness probe waits for Redis or Kafka.
 PROBE_TIMEOUT_S = 2.0
@@ -92,7 +95,7 @@ class HealthServer:
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - scrapes every few seconds: not logged
                 return
 
-        self._server = ThreadingHTTPServer((host, port), Handler)
+        self._server = _listen(host, port, Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="postbox-health", daemon=True)
 
@@ -161,3 +164,15 @@ def durability_check(engine: Any, required: bool) -> Check:
         return bool(verdict.durable or not required), str(verdict) if not verdict.durable else f"durable ({verdict.method})"
 
     return check
+
+
+def _listen(host: str, port: int, handler: type[BaseHTTPRequestHandler]) -> ThreadingHTTPServer:
+    """The endpoints' server, or ConfigError naming the address: a port another process holds
+    (the live consumer beside a window run, a second consumer on one host) is a setting to change,
+    not a crash."""
+    try:
+        return ThreadingHTTPServer((host, port), handler)
+    except OSError as exc:
+        why = "is in use" if exc.errno == errno.EADDRINUSE else f"cannot be listened on ({exc.strerror})"
+        raise ConfigError(f"the metrics and health endpoints' address {host}:{port} {why}",
+                          fix="pick another --metrics-port / --metrics-host (POSTBOX_METRICS_PORT, POSTBOX_METRICS_HOST), or --metrics-port 0 to serve none") from None  # fmt: skip
