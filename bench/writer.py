@@ -370,6 +370,43 @@ def measure_retention(admin: str, rows: int) -> tuple[float, float]:
     return timings[0], timings[1]
 
 
+#: The ratios of the JSON line: (rate figure, CPU figure or None, scenario, compared with). The
+#: rate figure is scenario ÷ compared-with; the CPU figure is compared-with's cost ÷ the scenario's,
+#: so both read "above 1: the scenario is faster/cheaper".
+RATIOS = [
+    ("emit_tps_ratio", "emit_cpu_ratio", "emit", "base"),
+    ("emit_general_tps_ratio", "emit_general_cpu_ratio", "emit_general", "base"),
+    ("emit_vs_general", "emit_vs_general_cpu", "emit", "emit_general"),
+    ("emit_folded_tps_ratio", "emit_folded_cpu_ratio", "emit_folded", "base"),
+    ("emit_delete_tps_ratio", "emit_delete_cpu_ratio", "emit_delete", "base"),
+    ("emit_separate_round_trip_tps_ratio", None, "emit_plain", "base_plain"),
+    ("reference_tps_ratio", "reference_cpu_ratio", "reference", "base"),
+    ("emit_vs_reference", "emit_vs_reference_cpu", "emit", "reference"),
+    ("reference_unpartitioned_tps_ratio", None, "reference_plain", "base"),
+    ("partitioned_vs_unpartitioned", "partitioned_vs_unpartitioned_cpu", "reference", "reference_plain"),
+    ("reference_message_tps_ratio", "reference_message_cpu_ratio", "reference_message", "base"),
+    ("reference_message_vs_reference", "reference_message_vs_reference_cpu", "reference_message", "reference"),
+    ("domains_vs_check", "domains_vs_check_cpu", "reference_plain", "reference_check"),
+]
+BATCH_RATIOS = [
+    ("batch_vs_copy", "batch_vs_copy_cpu", "batch", "batch_copy"),
+    ("batch_vs_hand_insert", None, "batch", "batch_insert"),
+    ("batch_vs_statements", None, "batch", "batch_statements"),
+    ("batch_vs_before", "batch_vs_before_cpu", "batch", "batch_before"),
+]
+
+
+def ratios(rates: Mapping[str, float], costs: Mapping[str, float],
+           table: list[tuple[str, str | None, str, str]]) -> dict[str, float]:
+    """The figures of ``table`` from ``rates`` (work per second) and ``costs`` (CPU per unit of work)."""
+    out = {}
+    for rate_figure, cpu_figure, kind, other in table:
+        out[rate_figure] = round(rates[kind] / rates[other], 3)
+        if cpu_figure is not None:
+            out[cpu_figure] = round(costs[other] / costs[kind], 3)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="short run (about 30 s)")
@@ -410,55 +447,18 @@ def main() -> None:
         "clients": args.clients,
         "seconds_per_round": seconds,
         "rounds": rounds,
-        "base_tps": round(tps["base"], 1),
-        "emit_tps": round(tps["emit"], 1),
-        "emit_delete_tps": round(tps["emit_delete"], 1),
-        "base_plain_tps": round(tps["base_plain"], 1),
-        "emit_plain_tps": round(tps["emit_plain"], 1),
-        "emit_tps_ratio": round(tps["emit"] / tps["base"], 3),
-        "emit_general_tps_ratio": round(tps["emit_general"] / tps["base"], 3),
-        "emit_vs_general": round(tps["emit"] / tps["emit_general"], 3),
-        "emit_folded_tps": round(tps["emit_folded"], 1),
-        "emit_folded_tps_ratio": round(tps["emit_folded"] / tps["base"], 3),
-        "emit_delete_tps_ratio": round(tps["emit_delete"] / tps["base"], 3),
-        "emit_separate_round_trip_tps_ratio": round(tps["emit_plain"] / tps["base_plain"], 3),
-        "reference_tps": round(tps["reference"], 1),
-        "reference_tps_ratio": round(tps["reference"] / tps["base"], 3),
-        "emit_vs_reference": round(tps["emit"] / tps["reference"], 3),
-        "reference_unpartitioned_tps_ratio": round(tps["reference_plain"] / tps["base"], 3),
-        "partitioned_vs_unpartitioned": round(tps["reference"] / tps["reference_plain"], 3),
-        "reference_message_tps_ratio": round(tps["reference_message"] / tps["base"], 3),
-        "reference_message_vs_reference": round(tps["reference_message"] / tps["reference"], 3),
-        "domains_vs_check": round(tps["reference_plain"] / tps["reference_check"], 3),
+        **{f"{kind}_tps": round(tps[kind], 1) for kind in ("base", "emit", "emit_delete", "base_plain", "emit_plain",
+                                                            "emit_folded", "reference")},
+        **ratios(tps, total, RATIOS),
         "batch_size": batch,
-        "batch_events_per_s": round(batch_eps, 1),
-        "batch_copy_events_per_s": round(eps["batch_copy"], 1),
-        "batch_insert_events_per_s": round(eps["batch_insert"], 1),
-        "batch_statements_events_per_s": round(eps["batch_statements"], 1),
-        "batch_vs_copy": round(batch_eps / eps["batch_copy"], 3),
-        "batch_vs_hand_insert": round(batch_eps / eps["batch_insert"], 3),
-        "batch_vs_statements": round(batch_eps / eps["batch_statements"], 3),
-        "batch_before_events_per_s": round(eps["batch_before"], 1),
-        "batch_vs_before": round(batch_eps / eps["batch_before"], 3),
-        "batch_vs_before_cpu": round(sum(batch_cost["batch_before"]) / sum(batch_cost["batch"]), 3),
+        **{f"{kind}_events_per_s": round(eps[kind], 1) for kind in BATCH_KINDS},
+        **ratios(eps, {k: sum(c) for k, c in batch_cost.items()}, BATCH_RATIOS),
         "load_average_1m": [round(load_before[0], 1), round(load_after[0], 1)],
         # CPU µs per transaction (one connection, scenarios interleaved in blocks; per event for
         # batches): [client, server backend]; their ratios are what the rate ratios would be on a
         # CPU-bound machine with no other load.
         "cost_blocks": [blocks, block],
         "cpu_us": {k: [round(c, 1), round(sv, 1)] for k, (c, sv) in {**cost, **batch_cost}.items()},
-        "emit_cpu_ratio": round(total["base"] / total["emit"], 3),
-        "emit_folded_cpu_ratio": round(total["base"] / total["emit_folded"], 3),
-        "emit_general_cpu_ratio": round(total["base"] / total["emit_general"], 3),
-        "emit_vs_general_cpu": round(total["emit_general"] / total["emit"], 3),
-        "domains_vs_check_cpu": round(total["reference_check"] / total["reference_plain"], 3),
-        "reference_message_vs_reference_cpu": round(total["reference"] / total["reference_message"], 3),
-        "reference_cpu_ratio": round(total["base"] / total["reference"], 3),
-        "emit_vs_reference_cpu": round(total["reference"] / total["emit"], 3),
-        "partitioned_vs_unpartitioned_cpu": round(total["reference_plain"] / total["reference"], 3),
-        "reference_message_cpu_ratio": round(total["base"] / total["reference_message"], 3),
-        "emit_delete_cpu_ratio": round(total["base"] / total["emit_delete"], 3),
-        "batch_vs_copy_cpu": round(sum(batch_cost["batch_copy"]) / sum(batch_cost["batch"]), 3),
         "cpus": os.cpu_count(),
         "retention_rows": retention_rows,
         "retention_drop_partition_s": round(drop_s, 4),
