@@ -45,23 +45,24 @@ CLI_GROUP_PREFIX = "postbox-cli-"
 NO_OFFSET = -1001
 
 
-_GRANT = "kafka-acls --bootstrap-server ... --add --allow-principal User:<this client's principal> --operation Describe"
+_GRANT = "kafka-acls --bootstrap-server ... --add --allow-principal User:<this client's principal> --operation {operation}"
 _OTHER_PRINCIPAL = ", or run with the client properties of a principal that has it (-X / POSTBOX_KAFKA_CONFIG)"
 
 #: The expected admin errors of a request about a consumer group, each as (error class, what
-#: happened, the fix) with ``{group}`` and ``{bootstrap}`` filled in: one table, so every command
-#: that looks at a group (lag, replay, trace, doctor, the exporter) says the same. A group that does
+#: happened, the fix) with ``{group}``, ``{bootstrap}``, ``{action}`` and ``{operation}`` (the ACL
+#: operation the request needs) filled in: one table, so every command that looks at a group (lag,
+#: replay, trace, doctor, the exporter) or resets its offsets (replay --execute) says the same. A group that does
 #: not exist (GROUP_ID_NOT_FOUND) is not here: it is an empty group, not an error.
 GROUP_ADMIN_ERRORS: dict[int, tuple[type[PostboxError], str, str]] = {
     KafkaError.GROUP_AUTHORIZATION_FAILED: (
-        ConfigError, "Kafka at {bootstrap} refused to describe consumer group {group}: not authorized",
+        ConfigError, "Kafka at {bootstrap} refused to {action} consumer group {group}: not authorized",
         f"grant it: {_GRANT} --group {{group}}{_OTHER_PRINCIPAL}"),
     KafkaError.TOPIC_AUTHORIZATION_FAILED: (
-        ConfigError, "Kafka at {bootstrap} refused to describe the topics of consumer group {group}: not authorized",
+        ConfigError, "Kafka at {bootstrap} refused to {action} the topics of consumer group {group}: not authorized",
         f"grant it on the group's topics: {_GRANT} --topic <topic>{_OTHER_PRINCIPAL}"),
     KafkaError.CLUSTER_AUTHORIZATION_FAILED: (
         ConfigError, "Kafka at {bootstrap} refused to describe the cluster while asking about consumer group {group}: not authorized",
-        f"grant it: {_GRANT} --cluster{_OTHER_PRINCIPAL}"),
+        f"grant it: {_GRANT.replace('{operation}', 'Describe')} --cluster{_OTHER_PRINCIPAL}"),
     KafkaError.COORDINATOR_NOT_AVAILABLE: (
         KafkaUnavailableError, "the coordinator of consumer group {group} is not available at {bootstrap}",
         "the broker is starting, or a partition of __consumer_offsets has no leader: retry in a few seconds; "
@@ -75,15 +76,18 @@ GROUP_ADMIN_ERRORS: dict[int, tuple[type[PostboxError], str, str]] = {
 }  # fmt: skip
 
 
-def group_admin_error(group: str, bootstrap: str, error: Any) -> PostboxError | None:
-    """The one-line error (with its fix) for an expected admin error about ``group``, else None."""
+def group_admin_error(group: str, bootstrap: str, error: Any, *, action: str = "describe",
+                      operation: str = "Describe") -> PostboxError | None:  # fmt: skip
+    """The one-line error (with its fix) for an expected admin error about ``group``, else None.
+    ``action`` says what was asked (``describe``, ``reset the offsets of``) and ``operation`` the
+    ACL operation it needs (Describe; Read to commit offsets)."""
     if not isinstance(error, KafkaError):
         return None
     found = GROUP_ADMIN_ERRORS.get(error.code())
     if found is None:
         return None
     kind, message, fix = found
-    return kind(message.format(group=group, bootstrap=bootstrap), fix=fix.format(group=group))
+    return kind(message.format(group=group, bootstrap=bootstrap, action=action), fix=fix.format(group=group, operation=operation))
 
 
 def kafka_timeout() -> float:

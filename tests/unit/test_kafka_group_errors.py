@@ -71,3 +71,32 @@ def test_every_mapped_code_is_an_error_with_a_fix():
 def test_a_group_that_does_not_exist_is_an_empty_group_not_an_error():
     info = _kafka(KafkaError.GROUP_ID_NOT_FOUND).describe_group("billing")
     assert (info.state, info.members) == ("DEAD", [])
+
+
+class _ReadOnlyAdmin(_RefusingAdmin):
+    """A principal that may describe the (empty) group but not commit its offsets: `replay --execute`."""
+
+    def describe_consumer_groups(self, groups, request_timeout=None):
+        future: Future = Future()
+        future.set_exception(KafkaException(KafkaError(KafkaError.GROUP_ID_NOT_FOUND)))
+        return {groups[0]: future}
+
+    def alter_consumer_group_offsets(self, requests, request_timeout=None):
+        return self._failed(requests[0].group_id)
+
+
+@pytest.mark.parametrize("code", [KafkaError.GROUP_AUTHORIZATION_FAILED, KafkaError.TOPIC_AUTHORIZATION_FAILED])
+def test_a_refused_offset_reset_names_the_acl_it_needs(code):
+    """Found by review: `replay --execute` refused for authorization said "the broker refused the
+    offset reset ... KafkaError{...}" with the fix "check that the group has no members"; the
+    reset needs Read on the group and its topics, which the one table of group errors now says."""
+    from postbox.incident.offsets import Move, ResetPlan, Target, apply_reset
+
+    kafka = Kafka("broker:9092", timeout=1)
+    kafka._admin = _ReadOnlyAdmin(code)  # type: ignore[assignment]
+    plan = ResetPlan("billing", Target("earliest"), [Move("outbox.event.order", 0, 5, 0, 0, 9)], [], "EMPTY")
+    with pytest.raises(ConfigError) as caught:
+        apply_reset(kafka, plan)
+    error = caught.value
+    assert "not authorized" in error.message and "billing" in error.message and "\n" not in error.message
+    assert error.fix is not None and "--operation Read" in error.fix and "no members" not in error.fix

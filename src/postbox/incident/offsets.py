@@ -18,7 +18,7 @@ from typing import Any
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 
 from postbox.errors import GroupActiveError, IncidentError, UnknownGroupError
-from postbox.kafka_cluster import Kafka
+from postbox.kafka_cluster import Kafka, group_admin_error
 from postbox.durations import parse_duration
 from postbox.incident.records import ago, iso_ms, parse_iso
 from postbox.incident.redis_state import human_duration
@@ -225,8 +225,10 @@ def apply_reset(kafka: Kafka, plan: ResetPlan) -> None:
         futures = kafka.admin.alter_consumer_group_offsets([request], request_timeout=kafka.timeout)
         result = futures[plan.group].result(timeout=kafka.timeout + 2)
     except KafkaException as exc:
-        raise IncidentError(f"the broker refused the offset reset of {plan.group}: {exc}",
-                            fix="check that the group has no members (`postbox lag`) and retry") from None
+        refused = group_admin_error(plan.group, kafka.bootstrap, exc.args[0] if exc.args else None,
+                                    action="reset the offsets of", operation="Read")  # committing offsets needs Read
+        raise refused or IncidentError(f"the broker refused the offset reset of {plan.group}: {exc}",
+                                       fix="check that the group has no members (`postbox lag`) and retry") from None
     bad = [tp for tp in (result.topic_partitions or []) if tp.error is not None]
     if bad:
         raise IncidentError(f"offset reset of {plan.group} failed for {', '.join(f'{tp.topic}[{tp.partition}]: {tp.error}' for tp in bad)}")
