@@ -250,7 +250,8 @@ def test_a_topic_deleted_during_a_window_stops_it_with_the_reason(settings, redi
     group = f"test-window-gone-{unique}"
     topic, agg, _, env = _slow_topic(settings, f"wingone{unique}", 300, 50)
     small_fetches = ["-X", "fetch.max.bytes=1000", "-X", "message.max.bytes=1000", "-X", "max.partition.fetch.bytes=300",
-                     "-X", "queued.max.messages.kbytes=1", "-X", "topic.metadata.refresh.interval.ms=1000"]  # fmt: skip
+                     "-X", "queued.max.messages.kbytes=1", "-X", "topic.metadata.refresh.interval.ms=1000",
+                     "-X", "topic.metadata.propagation.max.ms=1000"]  # librdkafka waits 30 s by default before it says a topic is gone  # fmt: skip
     window = ConsumerProcess(APP, env, tmp_path / "window.log", ["--group", group, "--topics", topic, "--batch-size", "5",
                                                                  "--from", "beginning", "--until", "end", *small_fetches])  # fmt: skip
     try:
