@@ -291,3 +291,25 @@ def test_a_window_beside_the_live_consumer_does_not_take_its_metrics_port(settin
     assert _totals(window.stdout, topic) == {"applied": 4, "duplicate": 0}
     assert member.returncode == 1 and "Traceback" not in member.stderr, member.stderr[-3000:]
     assert f"127.0.0.1:{port} is in use" in member.stderr and "--metrics-port" in member.stderr, member.stderr[-3000:]
+
+
+def test_a_window_writes_markers_that_live_as_long_as_the_groups(settings, redis_client, unique):
+    """The live group runs with the marker TTL its topics' retention needs (published in the
+    group registry at start-up); on-call runs a window from elsewhere without --marker-ttl. Found
+    by review: the window wrote its markers with the default 8 days and published 8 days as the
+    group's TTL, so events it applied could be applied again after 8 days (a reset within 14 days
+    of retention), and doctor checked the wrong bound. A window without --marker-ttl (or
+    POSTBOX_MARKER_TTL) takes the group's published TTL."""
+    from datetime import timedelta
+
+    from postbox.effects import groups
+
+    group = f"test-window-ttl-{unique}"
+    topic, _, _, env = _slow_topic(settings, f"winttl{unique}", 4, 0)
+    groups.publish(redis_client, group, timedelta(days=14))
+    run = _consume(settings, APP, group, topic, "--from", "beginning", "--until", "end", extra_env=env)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert groups.read(redis_client)[group].marker_ttl == timedelta(days=14)
+    markers = list(redis_client.scan_iter(match=f"*:seen:{group}:*"))
+    assert len(markers) == 4
+    assert all(redis_client.pttl(m) > timedelta(days=13) / timedelta(milliseconds=1) for m in markers)

@@ -119,6 +119,7 @@ def run_window(app: Any, config: Any, settings: Any, start: Any, end: Any, parti
     from postbox.incident.dlq import DEFAULT_SAFETY_MARGIN  # warned about as `replay --safety-margin` refuses
     from postbox.incident.window import COMMITTED, check_marker_window, plan_window
 
+    config = with_group_marker_ttl(config)
     with kafka_for(settings) as kafka:
         for topic in config.topics:
             kafka.require_topic(topic)
@@ -148,7 +149,32 @@ def load_window_app(app_spec: str, group: str, topics: list[str], fallback: list
     config = ConsumerConfig.load(app=app, settings=settings, group=group, topics=",".join(chosen) or None, instance_id=DYNAMIC,
                                 metrics_port=0)  # no endpoints: the live consumer beside it may hold the port
     configure(config.log_format, config.log_level)
-    return app, config
+    return app, with_group_marker_ttl(config)
+
+
+def with_group_marker_ttl(config: Any) -> Any:
+    """``config`` with the marker TTL the live group published (``postbox.effects.groups``) when
+    neither ``--marker-ttl`` nor ``POSTBOX_MARKER_TTL`` set one. Why: a window writes markers *for
+    the group*; with the default TTL (8 days) instead of the group's (say 14, for 14 days of topic
+    retention), events it applied could be applied again once their markers expired, and the
+    engine would publish the shorter TTL as the group's (doctor would check the wrong bound)."""
+    if config.source("marker_ttl") != "default":
+        return config
+    import redis
+
+    from postbox.effects import groups
+    from postbox.redis_client import connect
+
+    client = connect(config.redis_url, socket_timeout=5, socket_connect_timeout=5)
+    try:
+        published = groups.read(client).get(config.group)
+    except redis.RedisError:
+        return config  # the run's own start-up names what is wrong with Redis
+    finally:
+        client.close()
+    if published is None:
+        return config
+    return replace(config, marker_ttl=published.marker_ttl, sources={**config.sources, "marker_ttl": "the group's published TTL"})
 
 
 def print_window_plan(group: str, plan: Any) -> None:
