@@ -17,6 +17,8 @@ from fastavro import schemaless_reader, schemaless_writer
 
 from postbox.codec.compiled_check import Check, compile_check
 from postbox.codec.compiled_writer import Write, compile_writer
+from postbox.codec.logical_fields import Conversion, plain_reading
+from postbox.codec.logical_fields import apply as apply_logical
 from postbox.codec.validate import Invalid, validate
 from postbox.errors import DecodeError, PayloadError, UnknownEventTypeError
 from postbox.frozen import assemble
@@ -164,7 +166,9 @@ class AvroCodec:
         buf = io.BytesIO(value)
         buf.seek(HEADER_LEN)  # read the body in place: no copy of it
         try:
-            payload = schemaless_reader(buf, writer.parsed, reading.resolve_into)
+            payload = schemaless_reader(buf, reading.read_as, reading.resolve_into)
+            if reading.logical:
+                apply_logical(payload, reading.logical)
         except Exception as exc:
             raise DecodeError(
                 f"{writer.label} payload ({len(value) - HEADER_LEN} bytes) cannot be read as {reading.reader.label}: "
@@ -202,13 +206,19 @@ class _Reading:
     repository lookups and the DecodedEvent fields that do not depend on the value are the same for
     every record of that (fingerprint, reader version), so the per-record work is fastavro's alone."""
 
-    __slots__ = ("writer", "reader", "resolve_into", "fields")
+    __slots__ = ("writer", "reader", "resolve_into", "read_as", "logical", "fields")
 
     def __init__(self, writer: EventSchema, reader: EventSchema) -> None:
         self.writer = writer
         self.reader = reader
         #: The reader schema fastavro resolves into; None (no resolution) when it is the writer's.
         self.resolve_into: Any = None if reader.fingerprint == writer.fingerprint else reader.parsed
+        #: The schema fastavro reads with, and the logical-type conversions done after it: the
+        #: writer's own schema with its top-level logical types taken off when nothing is resolved
+        #: (:mod:`postbox.codec.logical_fields`: ~3 µs less per record), else the writer's as it is.
+        plain = plain_reading(writer.parsed) if self.resolve_into is None else None
+        self.read_as: Any = writer.parsed if plain is None else plain[0]
+        self.logical: tuple[Conversion, ...] = () if plain is None else plain[1]
         #: DecodedEvent's fields but the payload (the value is built in one step: once per record).
         self.fields = {"event_type": writer.event_type, "aggregate_type": writer.aggregate_type, "encoding": "avro",
                        "writer_version": writer.version, "reader_version": reader.version, "fingerprint": writer.fingerprint.hex()}  # fmt: skip
