@@ -66,7 +66,7 @@ class AvroCodec:
         self._checks: dict[bytes, Check] = {}  # by fingerprint: compiled once, used by every emit
         self._writers: dict[bytes, Write] = {}  # likewise: check and encode in one pass (#17)
         #: (writer fingerprint, reader version) → its resolution, found once (the repository is immutable).
-        self._readings: dict[tuple[bytes, int | None], _Reading] = {}
+        self._readings: dict[tuple[bytes, int | None], Reading] = {}
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -152,6 +152,20 @@ class AvroCodec:
         event, else that event's latest version. ``event_type`` (from the Kafka header) is
         checked against the writer schema's, so a mislabelled record is caught, not misread.
         """
+        payload, reading = self.read(value, reader=reader, reader_version=reader_version, event_type=event_type)
+        return assemble(DecodedEvent, {"payload": payload, **reading.fields})
+
+    def read(
+        self,
+        value: bytes,
+        *,
+        reader: EventSchema | None = None,
+        reader_version: int | None = None,
+        event_type: str | None = None,
+    ) -> tuple[Any, "Reading"]:
+        """:meth:`decode`'s payload and how it was read (the writer and reader schemas), without
+        building a :class:`DecodedEvent`: the consumer's per-record path, which needs the payload
+        and the writer's event and aggregate type only. Same checks, same errors."""
         if len(value) < HEADER_LEN or value[:2] != MARKER:
             split_single_object(value)  # raises the DecodeError that says what the bytes are
         fp = bytes(value[2:HEADER_LEN])
@@ -176,9 +190,9 @@ class AvroCodec:
             ) from exc
         if buf.tell() != len(value):
             raise DecodeError(f"{writer.label} payload has {len(value) - buf.tell()} trailing bytes: corrupt or mislabelled")
-        return assemble(DecodedEvent, {"payload": payload, **reading.fields})
+        return payload, reading
 
-    def _reading(self, fp: bytes, reader: EventSchema | None, reader_version: int | None, event_type: str | None) -> "_Reading":
+    def _reading(self, fp: bytes, reader: EventSchema | None, reader_version: int | None, event_type: str | None) -> "Reading":
         """Resolve (writer, reader) for a fingerprint once; cached unless the reader was given."""
         writer = self.repository.by_fingerprint(fp)
         if writer is None and event_type and not self.repository.aggregates_of(event_type):
@@ -195,13 +209,13 @@ class AvroCodec:
         given = reader is not None
         if reader is None:
             reader = self.repository.get(writer.aggregate_type, writer.event_type, reader_version)
-        reading = _Reading(writer, reader)
+        reading = Reading(writer, reader)
         if not given:
             self._readings[(fp, reader_version)] = reading
         return reading
 
 
-class _Reading:
+class Reading:
     """How values of one writer fingerprint are read into one reader version, resolved once: the
     repository lookups and the DecodedEvent fields that do not depend on the value are the same for
     every record of that (fingerprint, reader version), so the per-record work is fastavro's alone."""

@@ -49,25 +49,34 @@ class EventHeaders:
     @classmethod
     def of_texts(cls, texts: Mapping[str, str]) -> "EventHeaders":
         """From headers already decoded to text (absent or null headers left out), so a consumer
-        that keeps every header's text decodes each header once: only these five are unquoted.
-        Runs once per consumed record: built in one step (:func:`postbox.frozen.assemble`), and a
-        value is unquoted only when it starts with a quote."""
-        get = texts.get
-        event_type = get("event_type")
-        if not event_type or event_type[0] == '"':
-            event_type = _unquoted(event_type) or _unquoted(get("eventType"))
-        fields = {"event_id": get("id"), "event_type": event_type, "aggregate_type": get("aggregate_type"),
-                  "created_at": get("created_at"), "traceparent": get("traceparent")}  # fmt: skip
-        for name in _QUOTABLE:
-            text = fields[name]
-            if text and text[0] == '"':
-                fields[name] = header_text(text)
-        return assemble(cls, fields)
+        that keeps every header's text decodes each header once: only these five are unquoted
+        (the first four as :func:`router_meta` reads them)."""
+        event_id, event_type, aggregate_type, created_at = router_meta(texts)
+        return assemble(cls, {"event_id": event_id, "event_type": event_type, "aggregate_type": aggregate_type,
+                              "created_at": created_at, "traceparent": _unquoted(texts.get("traceparent"))})  # fmt: skip
 
 
-#: The fields :meth:`EventHeaders.of_texts` unquotes (``event_type`` is unquoted on its own: its
-#: fallback to ``eventType`` depends on the unquoted value).
-_QUOTABLE = ("event_id", "aggregate_type", "created_at", "traceparent")
+#: What the consumer reads of the router's headers for every record: (id, event_type,
+#: aggregate_type, created_at), None where absent.
+RouterMeta = tuple["str | None", "str | None", "str | None", "str | None"]
+
+
+def router_meta(texts: Mapping[str, str]) -> RouterMeta:
+    """The router's metadata of headers already decoded to text (absent or null headers left
+    out), with :func:`header_text`'s unquoting: :meth:`EventHeaders.of_texts` without building an
+    object, for the consumer's per-record path. A value is unquoted only when it starts with a
+    quote; ``event_type`` falls back to ``eventType`` when it is absent or empty."""
+    get = texts.get
+    event_type = get("event_type")
+    if not event_type or event_type[0] == '"':
+        event_type = _unquoted(event_type) or _unquoted(get("eventType"))
+    event_id, aggregate_type, created_at = get("id"), get("aggregate_type"), get("created_at")
+    return (
+        header_text(event_id) if event_id and event_id[0] == '"' else event_id,
+        event_type,
+        header_text(aggregate_type) if aggregate_type and aggregate_type[0] == '"' else aggregate_type,
+        header_text(created_at) if created_at and created_at[0] == '"' else created_at,
+    )
 
 
 def _unquoted(text: str | None) -> str | None:

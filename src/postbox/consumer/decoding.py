@@ -19,12 +19,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from confluent_kafka import Message
 
 from postbox import failure_classes as classes
-from postbox.codec import AvroCodec, DecodedEvent, EventHeaders, JsonCodec, is_single_object
+from postbox.codec import AvroCodec, DecodedEvent, JsonCodec, is_single_object
+from postbox.codec.headers import RouterMeta, router_meta
 from postbox.codec.json_conform import conform
 from postbox.codec.validate import Invalid
 from postbox.consumer.app import App, Route
@@ -91,40 +92,46 @@ class Decoder:
 
     def event(self, at: At, key: bytes | None, value: bytes | None, raw_headers: Sequence[tuple[str, object]]) -> Event:
         """The record's event; DecodeError / _SchemaMismatch say what is wrong and where."""
-        headers, meta = _headers(raw_headers)
-        problem = event_id_problem(meta.event_id)
+        headers, (event_id, header_type, header_aggregate, created_at) = _headers(raw_headers)
+        problem = event_id_problem(event_id)
         if problem is not None:
-            what = "has no 'id' header" if meta.event_id is None else f"has a malformed 'id' header {meta.event_id[:80]!r}: it {problem}"
+            what = "has no 'id' header" if event_id is None else f"has a malformed 'id' header {event_id[:80]!r}: it {problem}"
             raise DecodeError(f"record {where(at)} {what} (the event id is the dedupe key)")
-        aggregate_hint = meta.aggregate_type or aggregate_from_topic(at[0])
-        decoded = self.decode(at, value, meta, aggregate_hint)
-        event_type = decoded.event_type or meta.event_type
+        aggregate_hint = header_aggregate or aggregate_from_topic(at[0])
+        payload, written_type, written_aggregate = self.decode(at, value, header_type, header_aggregate, aggregate_hint)
+        event_type = written_type or header_type
         if not event_type:
             raise DecodeError(f"record {where(at)} has no 'event_type' header")
         return assemble(Event, {  # the id is checked above: Event's __post_init__ has nothing left to check
-            "id": meta.event_id,
-            "aggregate_type": meta.aggregate_type or decoded.aggregate_type or aggregate_hint,
+            "id": event_id,
+            "aggregate_type": header_aggregate or written_aggregate or aggregate_hint,
             "aggregate_id": key.decode("utf-8", "replace") if key is not None else "",
             "event_type": event_type,
-            "payload": decoded.payload,
+            "payload": payload,
             "headers": headers,
             "topic": at[0],
             "partition": at[1],
             "offset": at[2],
-            "created_at": parse_created_at(meta.created_at),
+            "created_at": parse_created_at(created_at),
         })
 
-    def decode(self, at: At, value: bytes | None, meta: EventHeaders, aggregate_hint: str) -> DecodedEvent:
-        """The payload: Avro by fingerprint into the reader version, or JSON held to its schema."""
+    def decode(self, at: At, value: bytes | None, event_type: str | None, aggregate_type: str | None,
+               aggregate_hint: str) -> tuple[Any, str | None, str | None]:
+        """The payload, with the event and aggregate type its schema names (None: it names none):
+        Avro by fingerprint into the reader version, or JSON held to its schema. ``event_type`` and
+        ``aggregate_type``: the record's headers. No DecodedEvent is built on the Avro path (this
+        runs once per record)."""
         if value is None:
-            raise DecodeError(f"record {where(at)} has no value (a tombstone){' for ' + meta.event_type if meta.event_type else ''}")
-        reader_version = self.app.reader_versions.get((aggregate_hint, meta.event_type or "")) if self.app.reader_versions else None
+            raise DecodeError(f"record {where(at)} has no value (a tombstone){' for ' + event_type if event_type else ''}")
+        reader_version = self.app.reader_versions.get((aggregate_hint, event_type or "")) if self.app.reader_versions else None
         if is_single_object(value):
             if self.codec is None:
                 raise DecodeError("Avro record but this consumer has no schema repository", fix="set --schemas-dir / POSTBOX_SCHEMAS_DIR")
-            return self.codec.decode(value, reader_version=reader_version, event_type=meta.event_type)
-        decoded = self.json.decode(value, event_type=meta.event_type, aggregate_type=meta.aggregate_type)
-        return self._held_to_schema(decoded, aggregate_hint, meta.event_type, reader_version)
+            payload, reading = self.codec.read(value, reader_version=reader_version, event_type=event_type)
+            return payload, reading.writer.event_type, reading.writer.aggregate_type
+        decoded = self.json.decode(value, event_type=event_type, aggregate_type=aggregate_type)
+        decoded = self._held_to_schema(decoded, aggregate_hint, event_type, reader_version)
+        return decoded.payload, decoded.event_type, decoded.aggregate_type
 
     def _held_to_schema(self, decoded: DecodedEvent, aggregate_type: str, event_type: str | None, version: int | None) -> DecodedEvent:
         if self.codec is None or not event_type:
@@ -163,18 +170,18 @@ def aggregate_from_topic(topic: str) -> str:
     return topic[len(TOPIC_PREFIX):] if topic.startswith(TOPIC_PREFIX) else topic
 
 
-def _headers(raw_headers: Sequence[tuple[str, object]]) -> tuple[dict[str, str], EventHeaders]:
+def _headers(raw_headers: Sequence[tuple[str, object]]) -> tuple[dict[str, str], RouterMeta]:
     """Every header's text (null: ``""``; the last of a repeated name wins) and the router's
-    metadata, each header decoded once. One comprehension when every value is bytes (the router
+    metadata (:func:`~postbox.codec.headers.router_meta`: no object built), each header decoded once. One comprehension when every value is bytes (the router
     writes no null): this runs once per record; anything else takes :func:`_headers_with_nulls`."""
     try:
         headers = {key: raw.decode("utf-8", "replace") for key, raw in raw_headers}  # type: ignore[attr-defined]  # bytes, else AttributeError
     except AttributeError:  # a null (None) or str value
         return _headers_with_nulls(raw_headers)
-    return headers, EventHeaders.of_texts(headers)
+    return headers, router_meta(headers)
 
 
-def _headers_with_nulls(raw_headers: Sequence[tuple[str, object]]) -> tuple[dict[str, str], EventHeaders]:
+def _headers_with_nulls(raw_headers: Sequence[tuple[str, object]]) -> tuple[dict[str, str], RouterMeta]:
     """:func:`_headers` when a value is not bytes: a null reads as ``""`` but is absent from the
     metadata (a null ``id`` is a missing id, and a null after a value leaves the value in force)."""
     headers: dict[str, str] = {}
@@ -185,7 +192,7 @@ def _headers_with_nulls(raw_headers: Sequence[tuple[str, object]]) -> tuple[dict
             continue
         text = raw.decode("utf-8", "replace") if isinstance(raw, (bytes, bytearray)) else str(raw)
         headers[key] = present[key] = text
-    return headers, EventHeaders.of_texts(present)
+    return headers, router_meta(present)
 
 
 def parse_created_at(text: str | None) -> datetime | None:
