@@ -35,7 +35,6 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
 from typing import Any, cast
 
 import redis
@@ -56,6 +55,7 @@ from postbox.consumer.logs import event_context, log_event
 from postbox.consumer.metrics import Metrics
 from postbox.consumer.partitions import Partitions
 from postbox.effects import ApplyResult, Effects, EffectsEngine, EventRef
+from postbox.effects import Outcome as ApplyOutcome
 from postbox.errors import TransientEffectError
 from postbox.events import Event
 
@@ -314,22 +314,35 @@ class Pipeline:
     def _account(self, items: list[Item], results: list[ApplyResult], batch: Batch) -> list[Item]:
         """Each applied record's fate; metrics counted once per topic and batch (the end-to-end
         latencies in one :meth:`~postbox.consumer.metrics.BatchHistogram.observe_many`). Returns
-        the records whose effect failed (to dead-letter)."""
-        now = datetime.now(timezone.utc)
-        applied: Counter[str] = Counter()
+        the records whose effect failed (to dead-letter).
+
+        Per batch rather than per record (this runs for every applied event): the outcomes are
+        read once, the applied records picked out in one comprehension, and the rare others
+        (duplicates, held, failed) go through :meth:`_account_others`. Those are done first: an
+        effect whose undo failed stops the consumer before anything of the batch is counted."""
+        applied_outcome = ApplyOutcome.APPLIED
+        outcomes = [r.outcome for r in results]
+        if outcomes.count(applied_outcome) == len(outcomes):
+            applied = items
+            failed: list[Item] = []
+        else:
+            applied = [i for i, o in zip(items, outcomes) if o is applied_outcome]
+            failed = self._account_others([(i, r) for i, r in zip(items, results) if r.outcome is not applied_outcome], batch)
+        if applied:
+            batch.finish_all([(i.tp, i.offset) for i in applied], Fate.APPLIED)
+            self.metrics.end_to_end_seconds.observe_many(_latencies(applied))
+            for topic, count in Counter([i.tp[0] for i in applied]).items():
+                self._topic(topic)[1].inc(count)
+        return failed
+
+    def _account_others(self, others: list[tuple[Item, ApplyResult]], batch: Batch) -> list[Item]:
+        """The records of a batch not applied: duplicates finished, held records carried, failed
+        effects returned (to dead-letter)."""
         duplicates: Counter[str] = Counter()
-        latencies: list[float] = []
-        done: list[tuple[TopicPartitionKey, int]] = []
         skipped: list[tuple[TopicPartitionKey, int]] = []
         failed: list[Item] = []
-        for item, result in zip(items, results):
-            if result.applied:
-                done.append((item.tp, item.offset))
-                applied[item.tp[0]] += 1
-                created = item.event.created_at if item.event is not None else None
-                if created is not None:
-                    latencies.append(max(0.0, (now - created).total_seconds()))
-            elif result.duplicate:
+        for item, result in others:
+            if result.duplicate:
                 skipped.append((item.tp, item.offset))
                 duplicates[item.tp[0]] += 1
             elif result.retry:
@@ -337,11 +350,7 @@ class Pipeline:
             else:
                 _effect_failed(item, result)
                 failed.append(item)
-        batch.finish_all(done, Fate.APPLIED)
         batch.finish_all(skipped, Fate.DUPLICATE)
-        self.metrics.end_to_end_seconds.observe_many(latencies)
-        for topic, count in applied.items():
-            self._topic(topic)[1].inc(count)
         for topic, count in duplicates.items():
             self._topic(topic)[2].inc(count)
         return failed
@@ -436,6 +445,15 @@ def _effect_failed(item: Item, result: ApplyResult) -> None:
     where = f" at command {result.command_index} ({result.command})" if result.command_index is not None else ""
     item.failure = Failure(classes.effect_failed(code), f"effect failed{where}: {result.error}", 1, recorded=not result.cross_slot)
     item.fx = None
+
+
+def _latencies(applied: list[Item]) -> list[float]:
+    """Seconds from each applied event's creation (its ``created_at`` header, when it has one) to
+    now; never negative (a producer's clock ahead of ours counts as 0)."""
+    now = time.time()
+    created = [i.event.created_at for i in applied if i.event is not None]
+    ages = [now - c.timestamp() for c in created if c is not None]
+    return [age if age > 0.0 else 0.0 for age in ages]
 
 
 def _outcome_name(result: ApplyResult) -> str:
