@@ -130,3 +130,20 @@ def test_a_partition_the_group_already_consumed_past_the_end_has_an_empty_window
     assert "already past the window's end" in rows[0]["notes"][-1]
     assert (rows[1]["start"], rows[1]["end"], rows[1]["records"]) == (0, 3, 3)
     assert plan["window"]["records"] == 3
+
+
+def test_the_marker_check_uses_the_ttl_the_group_published(windowed, redis_client):
+    """Without --marker-ttl (or POSTBOX_MARKER_TTL) replay checks a window or a reset against the
+    marker TTL the group published at its last start (effects.groups, as doctor reads it), not
+    the 8-day default. Found by review: a group running with 30-minute markers got a plan that
+    re-read hour-old events without a word, though each of them would be applied again."""
+    from datetime import timedelta
+
+    from postbox.effects import groups
+
+    _, _, group, _, _ = windowed  # its records are an hour old
+    groups.publish(redis_client, group, timedelta(minutes=30))
+    window = run_cli("replay", "--group", group, "--to", "earliest", "--until", "end", "--safety-margin", "0s")
+    assert window.returncode == 1 and "dedupe markers live 30 min" in window.stderr, window.stderr
+    reset = run_cli("replay", "--group", group, "--to", "earliest", "--safety-margin", "0s", "--json")
+    assert reset.returncode == 1 and json.loads(reset.stdout)["refused"] is True, reset.stdout + reset.stderr

@@ -160,21 +160,12 @@ def with_group_marker_ttl(config: Any) -> Any:
     engine would publish the shorter TTL as the group's (doctor would check the wrong bound)."""
     if config.source("marker_ttl") != "default":
         return config
-    import redis
+    from postbox.incident.redis_state import published_marker_ttl
 
-    from postbox.effects import groups
-    from postbox.redis_client import connect
-
-    client = connect(config.redis_url, socket_timeout=5, socket_connect_timeout=5)
-    try:
-        published = groups.read(client).get(config.group)
-    except redis.RedisError:
-        return config  # the run's own start-up names what is wrong with Redis
-    finally:
-        client.close()
+    published = published_marker_ttl(config.redis_url, config.group)  # None: the run's start-up says what Redis lacks
     if published is None:
         return config
-    return replace(config, marker_ttl=published.marker_ttl, sources={**config.sources, "marker_ttl": "the group's published TTL"})
+    return replace(config, marker_ttl=published, sources={**config.sources, "marker_ttl": "the group's published TTL"})
 
 
 def print_window_plan(group: str, plan: Any) -> None:

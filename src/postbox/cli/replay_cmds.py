@@ -24,13 +24,11 @@ import typer
 from postbox.cli.client_options import kafka_client_options
 from postbox.cli.incident_common import (
     KafkaOpt,
-    TtlOpt,
     YesOpt,
     confirm,
     duration,
     group_id,
     kafka_for,
-    marker_ttl as resolve_ttl,
     settings_for,
     write_audit,
 )
@@ -64,7 +62,8 @@ def replay(
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan only (the default; kept for scripts that pass it)."),
     export: Optional[Path] = typer.Option(None, "--export", help="Write the plan to FILE (CSV topic,partition,offset, as kafka-consumer-groups)."),
     force: bool = typer.Option(False, "--force", help="Allow a reset that re-reads events past the dedupe window or skips events."),
-    marker_ttl: Optional[str] = TtlOpt,
+    marker_ttl: Optional[str] = typer.Option(None, "--marker-ttl", help="Dedupe marker TTL of the group (env POSTBOX_MARKER_TTL; "
+                                             "default: the TTL the group published at its last start, else 8d)."),
     margin: str = typer.Option("1h", "--safety-margin", help="Treat markers as expired this long before the TTL ends."),
     yes: bool = YesOpt,
     output: Optional[OutputFormat] = OutputOpt,
@@ -74,20 +73,21 @@ def replay(
     app_spec: Optional[str] = typer.Option(None, "--app", metavar="MODULE:APP", help="With --until --execute: the handlers that apply the window (as `postbox consume MODULE:APP`)."),
 ) -> int:
     from postbox.incident.offsets import apply_reset, plan_reset, reset_audit, write_plan_file
+    from postbox.incident.redis_state import group_marker_ttl
 
     fmt = output_format(output, json_output)
     if execute and dry_run:
         raise typer.BadParameter("--execute and --dry-run contradict each other", param_hint="--execute")
+    settings = settings_for(kafka_bootstrap=kafka_bootstrap)
     if until is not None:
         request = _window_request(group, to, shift_by, to_current, from_file, export, until, app_spec, topic, partition, execute)
-        return _replay_window(request, force=force, ttl=resolve_ttl(marker_ttl), margin=duration(margin, "--safety-margin") or timedelta(0),
-                              yes=yes, fmt=fmt, settings=settings_for(kafka_bootstrap=kafka_bootstrap))  # fmt: skip
+        return _replay_window(request, force=force, ttl=group_marker_ttl(marker_ttl, group, settings.redis_url),
+                              margin=duration(margin, "--safety-margin") or timedelta(0), yes=yes, fmt=fmt, settings=settings)  # fmt: skip
     if app_spec is not None:
         raise typer.BadParameter("--app names the handlers of a window run: it goes with --until", param_hint="--app")
     target = _target(to, shift_by, to_current, from_file)
-    ttl = resolve_ttl(marker_ttl)
+    ttl = group_marker_ttl(marker_ttl, group, settings.redis_url)
     safety = duration(margin, "--safety-margin") or timedelta(0)
-    settings = settings_for(kafka_bootstrap=kafka_bootstrap)
     with kafka_for(settings) as kafka:
         kafka.ping()
         for t in [*(topic or []), *target.topics()]:

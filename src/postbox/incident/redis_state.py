@@ -44,6 +44,29 @@ def marker_ttl(flag: str | None = None) -> timedelta:
         raise ConfigError(f"{MARKER_TTL_ENV if not flag else '--marker-ttl'}: {exc}", fix="e.g. 8d (the engine's default)") from None
 
 
+def published_marker_ttl(redis_url: str, group: str) -> timedelta | None:
+    """The marker TTL ``group`` published at its last start (:mod:`postbox.effects.groups`), or
+    None: never published, or Redis did not answer (the caller's own Redis work says why)."""
+    from postbox.effects import groups
+
+    client = connect(redis_url, socket_timeout=5, socket_connect_timeout=5)
+    try:
+        found = groups.read(client).get(group)
+    except redis.RedisError:
+        return None
+    finally:
+        client.close()
+    return found.marker_ttl if found is not None else None
+
+
+def group_marker_ttl(flag: str | None, group: str, redis_url: str) -> timedelta:
+    """The marker TTL of ``group``: --marker-ttl, else POSTBOX_MARKER_TTL, else the TTL the group
+    published (what its markers really live, as doctor reads it), else the engine's default."""
+    if flag or os.environ.get(MARKER_TTL_ENV):
+        return marker_ttl(flag)
+    return published_marker_ttl(redis_url, group) or DEFAULT_MARKER_TTL
+
+
 def human_duration(delta: timedelta | float | None) -> str:
     if delta is None:
         return "?"
