@@ -322,8 +322,8 @@ class Pipeline:
         effect whose undo failed stops the consumer before anything of the batch is counted."""
         applied_outcome = ApplyOutcome.APPLIED
         outcomes = [r.outcome for r in results]
-        if outcomes.count(applied_outcome) == len(outcomes):
-            applied = items
+        if len(outcomes) == len(items) and outcomes.count(applied_outcome) == len(items):
+            applied = items  # a record without a result (never: one per event) stays pending, as with zip below
             failed: list[Item] = []
         else:
             applied = [i for i, o in zip(items, outcomes) if o is applied_outcome]

@@ -1,0 +1,90 @@
+"""#14.2 part 2: settle accounts a batch's apply results per batch (Pipeline._account: the applied
+records picked out in one pass, the rest through _account_others). What a user relies on: the
+offset committed for a partition is past exactly the records that are finished — applied or
+duplicates — and never past a record the engine gave no verdict on, and the applied/duplicate
+counters count each record once.
+
+The effects engine and the Kafka client are stand-ins (the runtime's bookkeeping is under test;
+the integration and fault suites cover the end-to-end property). Shown to fail (scratch edit):
+with the all-applied shortcut taken on ``outcomes.count(APPLIED) == len(outcomes)`` alone, the
+short-reply case committed offset 4, past the two records that had no result.
+"""
+
+from __future__ import annotations
+
+import redis
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from postbox.consumer import App, ConsumerConfig, ConsumerRuntime
+from postbox.consumer.partition_state import PartitionState
+from postbox.effects import ApplyResult
+from postbox.effects.durability import Durability
+from postbox.effects.engine import Outcome
+from tests.support.kafka import StandInRecord
+
+
+class ScriptedEngine:
+    """Answers each apply with the scripted outcomes, in order (fewer than the events: a short reply)."""
+
+    cluster = False
+
+    def __init__(self, outcomes: list[Outcome]) -> None:
+        self.outcomes = outcomes
+
+    def apply(self, pairs, **_kw):
+        return [ApplyResult(ref.id, outcome) for (ref, _fx), outcome in zip(pairs, self.outcomes)]
+
+    def durability(self) -> Durability:
+        return Durability(True, "appendfsync", "appendfsync always")
+
+
+class PausingConsumer:
+    """Records the partitions the runtime pauses (a partition left unfinished is paused and retried)."""
+
+    def __init__(self) -> None:
+        self.paused: list[tuple[str, int]] = []
+
+    def pause(self, partitions) -> None:
+        self.paused += [(tp.topic, tp.partition) for tp in partitions]
+
+
+def _settled(outcomes: list[Outcome], records: int) -> ConsumerRuntime:
+    app = App("g", require_schemas=False)
+    app.catch_all(lambda event, fx: fx.rpush("{t:a}:seq", event.payload["seq"]))
+    config = ConsumerConfig.load({}, group="g", topics="t", redis_url="redis://127.0.0.1:1/0", kafka_bootstrap="127.0.0.1:1")
+    runtime = ConsumerRuntime(app, config, redis_client=redis.Redis(port=1), install_signals=False)
+    runtime.engine = ScriptedEngine(outcomes)  # type: ignore[assignment]  # a stand-in: apply and durability are all the pipeline calls
+    runtime.partitions.consumer = PausingConsumer()  # type: ignore[assignment]  # a stand-in recording pauses
+    runtime.states[("t", 0)] = PartitionState("t", 0)
+    prepared = runtime.pipeline.prepare([StandInRecord(i) for i in range(records)])  # type: ignore[misc]  # stand-in records
+    try:
+        runtime.pipeline.launch(prepared)
+        assert runtime.pipeline.settle()
+    finally:
+        runtime.pipeline.close()
+    return runtime
+
+
+def _count(runtime: ConsumerRuntime, name: str) -> float:
+    return runtime.metrics.total(name)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from([Outcome.APPLIED, Outcome.DUPLICATE]), min_size=1, max_size=6))
+def test_the_commit_is_past_every_applied_or_duplicate_record(outcomes: list[Outcome]) -> None:
+    runtime = _settled(outcomes, len(outcomes))
+    assert runtime.states[("t", 0)].done == len(outcomes)
+    assert _count(runtime, "postbox_consumer_events_applied_total") == outcomes.count(Outcome.APPLIED)
+    assert _count(runtime, "postbox_consumer_duplicates_skipped_total") == outcomes.count(Outcome.DUPLICATE)
+
+
+def test_a_record_without_a_result_is_not_committed_past() -> None:
+    """The engine answers one result per event; if it ever answered fewer, the records left
+    without a verdict keep the commit before them (redelivered, deduplicated) instead of skipped."""
+    runtime = _settled([Outcome.APPLIED, Outcome.APPLIED], 4)
+    state = runtime.states[("t", 0)]
+    assert state.done == 2
+    assert state.resume_offset == 2  # retried from the first record without a verdict
+    assert runtime.partitions.consumer.paused == [("t", 0)]  # type: ignore[union-attr]  # the stand-in
+    assert _count(runtime, "postbox_consumer_events_applied_total") == 2
