@@ -122,8 +122,8 @@ class RowFactory:
     def prepare(self, aggregate_type: str, aggregate_id: AggregateId, event_type: str, payload: EventPayload,
                 **options: Unpack[EmitOptions]) -> PreparedRow:
         """One event as its outbox row; raises (naming what is wrong) before anything is sent."""
-        if options and not options.keys() <= _OPTION_NAMES:
-            _refuse_unknown_options(options)
+        if options:
+            _check_options(options)
         key = _key(aggregate_type, aggregate_id, event_type)
         body, schema_version = self._body(aggregate_type, event_type, payload, options.get("version"))
         event_id = options.get("event_id")
@@ -147,6 +147,8 @@ class RowFactory:
         ambient = resolve_traceparent(None)
         rows = []
         for event, event_id in zip(batch, uuid7_many(len(batch))):
+            if event.version is not None or event.traceparent is not None:
+                _check_options({"version": event.version, "traceparent": event.traceparent})
             key = _key(event.aggregate_type, event.aggregate_id, event.event_type)
             body, schema_version = self._body(event.aggregate_type, event.event_type, event.payload, event.version)
             trace = ambient if event.traceparent is None else resolve_traceparent(event.traceparent)
@@ -184,6 +186,30 @@ class RowFactory:
 
 
 _OPTION_NAMES = frozenset(EmitOptions.__annotations__)
+
+
+#: The type each option takes (None, the default, is always accepted); keys are EmitOptions'.
+_OPTION_TYPES: dict[str, type] = {"version": int, "traceparent": str, "event_id": uuid.UUID}
+assert _OPTION_TYPES.keys() == _OPTION_NAMES, "every emit option has its type here"
+
+#: What to write instead, for the wrong types callers plausibly pass.
+_OPTION_FIXES = {"event_id": " (pass uuid.UUID(text) for an id you hold as text)", "version": " (a schema version: 1, 2, ...)"}
+
+
+def _check_options(options: Mapping[str, Any]) -> None:
+    """Refuse an option that is misspelt or of the wrong type, naming it, before anything is sent.
+
+    Type checkers catch both; this catches them for callers without one, as a plain keyword
+    parameter would. Without it a str ``event_id`` reached PostgreSQL (a type error there aborts the
+    caller's whole transaction), ``version=True`` silently wrote version 1 (bool is an int) and
+    ``traceparent=5`` failed inside a regular expression, naming nothing."""
+    if not options.keys() <= _OPTION_NAMES:
+        _refuse_unknown_options(options)
+    for name, value in options.items():
+        expected = _OPTION_TYPES[name]
+        if value is not None and (not isinstance(value, expected) or isinstance(value, bool)):
+            raise TypeError(f"emit option {name}={value!r} is a {type(value).__name__}; it takes "
+                            f"{expected.__name__} or None{_OPTION_FIXES.get(name, '')}")
 
 
 def _refuse_unknown_options(options: Mapping[str, Any]) -> None:
