@@ -27,7 +27,6 @@ Re-applying is safe: events whose effects already landed come back as duplicates
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import os
 import signal
@@ -49,6 +48,7 @@ from postbox.consumer.config import ConsumerConfig
 from postbox.consumer.decoding import Decoder, parse_created_at
 from postbox.consumer.deadletter import DeadLetters
 from postbox.consumer.fencing import FenceAction, FencePolicy, is_fence
+from postbox.consumer.gc_tuning import tuned_collector
 from postbox.consumer.instance import instance_fenced
 from postbox.consumer.invoke import Invoker
 from postbox.consumer.logs import log_context, log_event
@@ -77,27 +77,6 @@ EXIT_ENGINE_ERROR = 3
 
 class Stopped(Exception):
     """Raised inside start-up waits when a stop was requested."""
-
-
-#: The collector's youngest-generation threshold while a consumer runs (Python's default: 700).
-GC_GEN0_THRESHOLD = 20_000
-
-
-def _freeze_start_up() -> None:
-    """Move everything alive after start-up (modules, schemas, compiled checks, the app, clients)
-    out of the garbage collector's reach: it lives as long as the process, yet every full
-    collection walked it — ~30 ms with the GIL held, both threads stopped, several times a run.
-    ``gc.freeze`` only exempts what exists now; everything allocated later is collected as usual.
-
-    And collect the young generation every 20,000 allocations instead of 700: a batch keeps ~15
-    objects per record alive until it is settled (Event, payload, Effects, ...), so the default
-    walked each of them several times before it died — 3-5 µs of the loop's per-event CPU
-    (5,000 bench records, paired runs). Garbage without cycles is freed by reference counting as
-    before; only cyclic garbage waits a little longer."""
-    gc.collect()
-    gc.freeze()
-    _, gen1, gen2 = gc.get_threshold()
-    gc.set_threshold(max(GC_GEN0_THRESHOLD, gc.get_threshold()[0]), gen1, gen2)
 
 
 class ConsumerRuntime:
@@ -213,8 +192,8 @@ class ConsumerRuntime:
         try:
             self._subscribe()
             self.ready.set()
-            _freeze_start_up()
-            self._loop()
+            with tuned_collector():
+                self._loop()
         except (EffectEngineError, ConfigError) as exc:  # e.g. an ACL refusal, Redis credentials revoked
             kind = "configuration error" if isinstance(exc, ConfigError) else "effects engine error"
             log_event(log, logging.ERROR, f"{kind}: stopping without committing the batch", error=str(exc))
