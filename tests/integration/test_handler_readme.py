@@ -21,7 +21,7 @@ import psycopg
 import pytest
 
 from postbox import outbox
-from tests.support.consumers import ROOT, wait_for
+from tests.support.consumers import ROOT, commit_at_end, wait_for
 from tests.support.redis_servers import free_port
 
 pytestmark = pytest.mark.integration
@@ -55,6 +55,7 @@ def test_the_readme_hooks_example_from_a_fresh_folder(settings, redis_client, un
     env = {**os.environ, "POSTBOX_REDIS_URL": settings.redis_url, "POSTBOX_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
            "CHARGES_DATABASE_URL": settings.database_url, "PYTHONUNBUFFERED": "1"}
     env.pop("PYTHONPATH", None)
+    commit_at_end(settings.kafka_bootstrap, group, "outbox.event.order")  # starts at today's end, whatever its start-up timing
     log_path = tmp_path / "consume.log"
     with log_path.open("wb") as out:
         proc = subprocess.Popen([sys.executable, "-c", "from postbox.cli import main; main()", "consume", "consumers.charges:app",

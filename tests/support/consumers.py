@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from postbox.consumer import App, ConsumerConfig, ConsumerRuntime
@@ -87,6 +87,28 @@ def commit_offset(bootstrap: str, group: str, topic: str, offset: int, partition
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
     try:
         consumer.commit(offsets=[TopicPartition(topic, partition, offset)], asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def commit_at_end(bootstrap: str, group: str, topic: str, partitions: int = 3) -> None:
+    """Commit ``topic``'s current end offsets for ``group`` without joining it (the topic is
+    created first if it does not exist yet). A consumer of the group then starts exactly there,
+    however long its own start-up takes: with ``auto.offset.reset=latest`` the end is looked up only
+    after the partitions are assigned, so a record written in between — a test that emits as soon
+    as the consumer is ready — is skipped (seen in CI: written 80 ms after the assignment)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    if topic not in admin.list_topics(timeout=10).topics:
+        try:
+            create_topic(bootstrap, topic, partitions)
+        except KafkaException as exc:  # created meanwhile (Debezium): fine
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        numbers = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        ends = [TopicPartition(topic, p, consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]) for p in numbers]
+        consumer.commit(offsets=ends, asynchronous=False)
     finally:
         consumer.close()
 
