@@ -193,6 +193,29 @@ def test_replay_plans_unless_execute_and_round_trips_an_exported_plan(capsys, se
     assert code == 1 and f"{broken}:2:" in err and "Traceback" not in err
 
 
+def test_dlq_replay_checks_the_ttl_published_by_the_groups_reading_the_topic(capsys, dead_letters, redis_client):
+    """Without --marker-ttl `dlq replay` checks each dead letter's age against the shortest marker
+    TTL published by the groups reading its origin topic (the replayed record reaches all of
+    them), not the 8-day default. Found in review: a group keeping its markers for a second saw
+    a 2-second-old dead letter planned as "ready", and would have applied the event again."""
+    from datetime import timedelta
+
+    from postbox.effects import groups
+
+    topic, group = dead_letters["topic"], dead_letters["group"]  # the group committed offsets on the topic
+    groups.publish(redis_client, group, timedelta(seconds=1))
+    try:
+        time.sleep(2)  # the dead letter's event is now older than the group's markers live
+        code, out, err = run(capsys, "dlq", "replay", "--topic", topic, "--all", "--safety-margin", "0s", "--json")
+        (item,) = json.loads(out)["items"]
+        assert code == 1 and item["status"] == "unsafe", out + err
+        assert f"dedupe markers of group {group} live 1 s" in item["reason"]
+        code, out, _ = run(capsys, "dlq", "replay", "--topic", topic, "--all", "--safety-margin", "0s", "--json", "--marker-ttl", "8d")
+        assert code == 0 and json.loads(out)["items"][0]["status"] == "ready", "--marker-ttl is the operator's word"
+    finally:
+        groups.unpublish(redis_client, group)
+
+
 # -- who is consuming -----------------------------------------------------------------------------------
 def test_lag_shows_each_member_and_says_when_max_lag_is_exceeded(capsys, settings, dead_letters):
     """#15.1 Who is consuming: client id, host, partitions and group.instance.id per member;

@@ -130,6 +130,35 @@ class FakeKafka:
     def partitions(self, name): return [0, 1, 2]
 
 
+class ReadersKafka(FakeKafka):
+    """Two groups read outbox.event.t; "t-other" published a 30-minute marker TTL."""
+
+    def groups_on_topic(self, topic):
+        return {"t-live": {0: 5}, "t-other": {1: 2}} if topic == "outbox.event.t" else {}
+
+
+def test_replay_plan_checks_the_shortest_ttl_of_the_groups_the_record_reaches() -> None:
+    """A replayed dead letter goes back to its origin topic, so every group reading it sees it
+    again: it is safe only while the shortest-lived marker of those groups still holds the event.
+    Found in review: `dlq replay` checked the flag/env/8-day default, so an hour-old dead letter
+    was "ready" although a group reading the topic keeps its markers 30 minutes and would apply
+    the event a second time."""
+    hour_old = letter("e1", NOW - timedelta(hours=1))
+    published = {"t-other": timedelta(minutes=30), "t-live": timedelta(days=30), "elsewhere": timedelta(minutes=1)}
+    (item,) = plan_replay(ReadersKafka(), [hour_old], marker_ttl=timedelta(days=8), margin=timedelta(0), now=NOW, group_ttls=published)
+    assert item.status == "unsafe" and "markers of group t-other live 30 min" in item.reason
+    # a group of another topic does not count; with the operator's TTL (group_ttls None) the published ones are not read
+    (item,) = plan_replay(ReadersKafka(), [hour_old], marker_ttl=timedelta(days=8), margin=timedelta(0), now=NOW,
+                          group_ttls={"elsewhere": timedelta(minutes=1)})
+    assert item.status == "ready"
+    (item,) = plan_replay(ReadersKafka(), [hour_old], marker_ttl=timedelta(days=8), margin=timedelta(0), now=NOW)
+    assert item.status == "ready"
+    # the group that dead-lettered it counts too, even with no commits on the topic
+    (item,) = plan_replay(ReadersKafka(), [letter("e2", NOW - timedelta(hours=1), group="g-dead")], marker_ttl=timedelta(days=8),
+                          margin=timedelta(0), now=NOW, group_ttls={"g-dead": timedelta(minutes=10)})
+    assert item.status == "unsafe" and "group g-dead live 10 min" in item.reason
+
+
 def test_selection_matches_classes_and_groups() -> None:
     d = letter("e1", NOW)
     assert Selection(error_class="EffectFailed").matches(d) and Selection(error_class="WRONGTYPE").matches(d)

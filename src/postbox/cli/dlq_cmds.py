@@ -13,7 +13,6 @@ from postbox.cli.incident_common import (
     JsonOpt,
     KafkaOpt,
     RedisOpt,
-    TtlOpt,
     YesOpt,
     confirm,
     duration,
@@ -145,7 +144,8 @@ def dlq_replay(
     until: Optional[str] = typer.Option(None, "--until", help="Only dead letters from before this time (ISO) or this long ago."),
     execute: bool = typer.Option(False, "--execute", help="Send the records (default: dry run, show what would be sent)."),
     force: bool = typer.Option(False, "--force", help="Also replay events whose dedupe markers may have expired."),
-    marker_ttl: Optional[str] = TtlOpt,
+    marker_ttl: Optional[str] = typer.Option(None, "--marker-ttl", help="Dedupe marker TTL to check against (env POSTBOX_MARKER_TTL; "
+                                             "default: the shortest TTL published by the groups reading the origin topic, else 8d)."),
     margin: str = typer.Option("1h", "--safety-margin", help="Treat markers as expired this long before the TTL ends."),
     yes: bool = YesOpt,
     output: Optional[OutputFormat] = OutputOpt,
@@ -154,7 +154,7 @@ def dlq_replay(
     redis_url: Optional[str] = RedisOpt,
 ) -> int:
     from postbox.incident.dlq import Selection, dlq_topics, execute_replay, prepare_replay, replay_audit
-    from postbox.incident.redis_state import RedisState
+    from postbox.incident.redis_state import RedisState, published_marker_ttls
 
     fmt = output_format(output, json_output)
     ids = [parse_event_id(e, "--event-id") for e in (event_id or [])]
@@ -168,7 +168,8 @@ def dlq_replay(
     with kafka_for(settings) as kafka, closing(state):
         report = prepare_replay(kafka, dlq_topics(kafka, topic), Selection(ids, error_class, group), marker_ttl=ttl, margin=safety,
                                 force=force, redis_state=state, progress=progress("reading dead letters"),
-                                since=time_point(since, "--since"), until=time_point(until, "--until"))
+                                since=time_point(since, "--since"), until=time_point(until, "--until"),
+                                group_ttls=published_marker_ttls(state.client, marker_ttl))
         ready = report.having("ready")
         if execute and ready:
             confirm(f"send {len(ready)} dead letter(s) back to {report.destinations}?", yes)

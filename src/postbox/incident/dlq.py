@@ -21,7 +21,7 @@ longer holds it (retention) or holds another event there.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -280,12 +280,20 @@ def plan_replay(
     margin: timedelta = DEFAULT_SAFETY_MARGIN,
     force: bool = False,
     now: datetime | None = None,
+    group_ttls: Mapping[str, timedelta] | None = None,
 ) -> list[ReplayItem]:
-    """One item per dead letter: where it goes and whether replaying it is safe."""
+    """One item per dead letter: where it goes and whether replaying it is safe.
+
+    ``group_ttls``: the marker TTL each group published (:mod:`postbox.effects.groups`); None when
+    the operator fixed one with --marker-ttl / POSTBOX_MARKER_TTL. The replayed record reaches
+    every group reading its origin topic, so it is safe only while the SHORTEST-lived marker of
+    those groups (and of the group that dead-lettered it) still holds the event; a group that
+    published nothing counts with ``marker_ttl``."""
     now = now or datetime.now(timezone.utc)
     items: list[ReplayItem] = []
     seen: dict[tuple[str, str | None], ReplayItem] = {}
     partitions_of: dict[str, int] = {}
+    readers_of: dict[str, list[str]] = {}
     # newest dead letter of an event first, so a duplicate points at the one that is replayed
     for letter in sorted(letters, key=lambda d: -(d.record.timestamp_ms or 0)):
         topic = letter.origin_topic
@@ -305,13 +313,17 @@ def plan_replay(
         elif age is None:
             item.status = "unsafe" if not force else "ready"
             item.reason = "creation time unknown: cannot tell whether dedupe markers still exist"
-        elif age >= marker_ttl - margin:
-            item.status = "unsafe" if not force else "ready"
-            item.reason = (
-                f"created {human_duration(age)} ago; dedupe markers live {human_duration(marker_ttl)}"
-                f" (margin {human_duration(margin)}): a group that applied it may apply it again"
-                + (" (--force given)" if force else "")
-            )
+        else:
+            if group_ttls is not None and topic not in readers_of:
+                readers_of[topic] = sorted(kafka.groups_on_topic(topic))
+            ttl, whose = shortest_ttl(marker_ttl, group_ttls, [*readers_of.get(topic, ()), *([letter.group] if letter.group else [])])
+            if age >= ttl - margin:
+                item.status = "unsafe" if not force else "ready"
+                item.reason = (
+                    f"created {human_duration(age)} ago; dedupe markers{f' of group {whose}' if whose else ''} live"
+                    f" {human_duration(ttl)} (margin {human_duration(margin)}): a group that applied it may apply it again"
+                    + (" (--force given)" if force else "")
+                )
         _fetch_original(kafka, item)
         if letter.event_id and dedupe not in seen:
             seen[dedupe] = item
@@ -415,17 +427,31 @@ class ReplayReport:
         }
 
 
+def shortest_ttl(fallback: timedelta, published: Mapping[str, timedelta] | None, groups: list[str]) -> tuple[timedelta, str | None]:
+    """The shortest marker TTL of ``groups`` (a group that published none counts with
+    ``fallback``) and the group it belongs to (None: ``fallback`` is the shortest, or
+    ``published`` is None because the operator fixed the TTL)."""
+    if published is None:
+        return fallback, None
+    best: tuple[timedelta, str | None] = (fallback, None)
+    for group in groups:
+        ttl = published.get(group)
+        if ttl is not None and ttl < best[0]:
+            best = (ttl, group)
+    return best
+
+
 def prepare_replay(
     kafka: Kafka, topics: list[str], selection: Selection, *, marker_ttl: timedelta, margin: timedelta, force: bool,
     redis_state: RedisState | None = None, progress: Callable[[int, int], None] | None = None,
-    since: datetime | None = None, until: datetime | None = None,
+    since: datetime | None = None, until: datetime | None = None, group_ttls: Mapping[str, timedelta] | None = None,
 ) -> ReplayReport:
     """Read the selected dead letters, plan each one's replay and find the groups that already
     applied its event (their dedupe marker exists: they will skip the replayed copy). Nothing is sent."""
     letters, scanned, complete = read_dead_letters(kafka, topics, selection, progress=progress, since=since, until=until)
     if not letters:
         raise IncidentError("no dead letter matches the selection", fix="`postbox dlq list` shows the dead letters")
-    items = plan_replay(kafka, letters, marker_ttl=marker_ttl, margin=margin, force=force)
+    items = plan_replay(kafka, letters, marker_ttl=marker_ttl, margin=margin, force=force, group_ttls=group_ttls)
     report = ReplayReport(topics, scanned, complete, items, marker_ttl, margin)
     if redis_state is None:
         report.notes.append("Redis not consulted: which groups already applied each event is unknown")

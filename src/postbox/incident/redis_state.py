@@ -67,6 +67,21 @@ def group_marker_ttl(flag: str | None, group: str, redis_url: str) -> timedelta:
     return published_marker_ttl(redis_url, group) or DEFAULT_MARKER_TTL
 
 
+def published_marker_ttls(client: Any, flag: str | None) -> dict[str, timedelta] | None:
+    """Every group's published marker TTL, for checks that reach several groups at once (a
+    replayed dead letter reaches every group reading its topic); None when --marker-ttl or
+    POSTBOX_MARKER_TTL fixes the TTL (the operator's word wins) or Redis did not answer (the
+    caller's own Redis work says why)."""
+    from postbox.effects import groups
+
+    if flag or os.environ.get(MARKER_TTL_ENV):
+        return None
+    try:
+        return {name: info.marker_ttl for name, info in groups.read(client).items()}
+    except redis.RedisError:
+        return None
+
+
 def human_duration(delta: timedelta | float | None) -> str:
     if delta is None:
         return "?"
