@@ -43,13 +43,14 @@ def insert(conn: Any, aggregate_type: str, aggregate_id: str, event_type: str, p
 class Consumer:
     """`postbox consume tests.apps.counting:strict` as a subprocess (stopped with SIGTERM)."""
 
-    def __init__(self, group: str, topic: str, log: Path) -> None:
+    def __init__(self, group: str, topic: str, log: Path, env: dict[str, str] | None = None) -> None:
         self.group, self.topic, self.log = group, topic, log
+        self.env = env or {}
         self.process: subprocess.Popen | None = None
 
     def start(self) -> "Consumer":
         env = {**os.environ, "PYTHONPATH": str(ROOT), "POSTBOX_METRICS_PORT": "0", "POSTBOX_HANDLER_RETRIES": "0",
-               "POSTBOX_SESSION_TIMEOUT_MS": "10000"}
+               "POSTBOX_SESSION_TIMEOUT_MS": "10000", **self.env}
         handle = open(self.log, "ab")
         self.process = subprocess.Popen(
             [*CLI, "consume", "tests.apps.counting:strict", "--group", self.group, "--topics", self.topic,

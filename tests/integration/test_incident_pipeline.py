@@ -13,6 +13,7 @@ One journey (a consumer is slow to start, so the phases share it):
 from __future__ import annotations
 
 import uuid
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -49,7 +50,8 @@ def test_trace_lag_dlq_replay_journey(settings: Settings, pg_conn, redis_client,
     e1 = insert(pg_conn, agg, "a1", "Counted", {"seq": 1})
     e2 = insert(pg_conn, agg, "a2", "Clash", {"seq": 2})
     read_until(settings.kafka_bootstrap, topic, lambda rs: len(rs) >= 2)
-    consumer = Consumer(group, topic, tmp_path / "consumer.log").start()
+    # markers live 2 days in this group (published at its start): trace reads that, not the 8-day default
+    consumer = Consumer(group, topic, tmp_path / "consumer.log", env={"POSTBOX_MARKER_TTL": "2d"}).start()
     try:
         wait_for(committed_all(group, topic, 2), 90, f"group {group} to consume both events\n{consumer.logs()}")
         read_until(settings.kafka_bootstrap, dlq, lambda rs: len(rs) >= 1, timeout=30)
@@ -64,6 +66,10 @@ def test_trace_lag_dlq_replay_journey(settings: Settings, pg_conn, redis_client,
         (g1,) = t1["groups"]
         assert g1["group"] == group and g1["status"] == "applied" and g1["consumed"] is True
         assert g1["marker"]["key"] == f"postbox:{{{agg}:a1}}:seen:{group}:{e1}" and g1["marker"]["found_by"] == "aggregate"
+        # the apply time is estimated from the marker's remaining TTL and the group's published TTL
+        # (found in review: with the 8-day default it read "applied ~6 days ago" for a 2-day group)
+        applied = datetime.fromisoformat(g1["marker"]["applied_at_estimate"].replace("Z", "+00:00"))
+        assert abs(datetime.now(timezone.utc) - applied) < timedelta(minutes=5), g1["marker"]
 
         t2 = cli_json("trace", e2, expect=1)
         assert t2["status"] == "dead-lettered"

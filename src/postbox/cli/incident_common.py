@@ -32,7 +32,6 @@ KafkaOpt = typer.Option(None, "--kafka-bootstrap", help="Kafka bootstrap servers
 RedisOpt = typer.Option(None, "--redis-url", help="Redis URL (env POSTBOX_REDIS_URL).")
 ConnectOpt = typer.Option(None, "--connect-url", help="Kafka Connect URL (env POSTBOX_CONNECT_URL).")
 DbOpt = typer.Option(None, "--database-url", help="PostgreSQL URL (env POSTBOX_DATABASE_URL).")
-TtlOpt = typer.Option(None, "--marker-ttl", help="Dedupe marker TTL the groups use (env POSTBOX_MARKER_TTL; default 8d).")
 YesOpt = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation.")
 
 

@@ -11,7 +11,6 @@ from postbox.cli.incident_common import (
     JsonOpt,
     KafkaOpt,
     RedisOpt,
-    TtlOpt,
     event_id as parse_event_id,
     group_id,
     marker_ttl as resolve_ttl,
@@ -33,7 +32,7 @@ def trace(
     topic: Optional[str] = typer.Option(None, "--topic", help="Search this topic (default: from the outbox row, else every outbox topic)."),
     group: Optional[list[str]] = typer.Option(None, "--group", "-g", callback=group_id, help="Only these consumer groups (repeatable)."),
     database_url: Optional[str] = typer.Option(None, "--database-url", help="A role that may read the outbox (else POSTBOX_ADMIN_DATABASE_URL, POSTBOX_MAINT_DATABASE_URL, the local stack's postbox_maint)."),
-    marker_ttl: Optional[str] = TtlOpt,
+    marker_ttl: Optional[str] = typer.Option(None, "--marker-ttl", help="Dedupe marker TTL the apply times are estimated with (env POSTBOX_MARKER_TTL; default: each group's published TTL, else 8d)."),
     max_scan: int = typer.Option(2_000_000, "--max-scan", min=1, help="Examine at most this many Kafka records."),
     no_redis_scan: bool = typer.Option(False, "--no-redis-scan", help="Do not SCAN Redis for markers under other anchors."),
     json_output: bool = JsonOpt,
@@ -43,7 +42,7 @@ def trace(
     from postbox.incident.trace import TraceRequest, run_trace
 
     request = TraceRequest(
-        parse_event_id(event_id), resolve_ttl(marker_ttl), topic=topic, groups=list(group or []) or None, database_url=database_url,
+        parse_event_id(event_id), resolve_ttl(marker_ttl), marker_ttl_flag=marker_ttl, topic=topic, groups=list(group or []) or None, database_url=database_url,
         local_maint_url=local_stack_env().get("POSTBOX_MAINT_DATABASE_URL"), max_scan=max_scan, scan_redis=not no_redis_scan,
     )
     result = run_trace(request, settings_for(kafka_bootstrap=kafka_bootstrap, redis_url=redis_url), progress)

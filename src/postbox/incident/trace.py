@@ -17,7 +17,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -29,7 +29,7 @@ from postbox.kafka_cluster import Kafka
 from postbox.topics import DLQ_SUFFIX, TOPIC_PREFIX, topic_for
 from postbox.ids import parse_event_id  # noqa: F401 - the one event-id rule, re-exported for the CLI
 from postbox.incident.records import RecordView, iso_ms, render, uuid7_time
-from postbox.incident.redis_state import RedisState, human_duration, iso
+from postbox.incident.redis_state import RedisState, human_duration, iso, published_marker_ttls
 from postbox.settings import Settings
 
 ADMIN_ENV = "POSTBOX_ADMIN_DATABASE_URL"
@@ -189,6 +189,8 @@ class TraceRequest:
 
     event_id: str
     marker_ttl: timedelta
+    #: --marker-ttl as given (None: not given; then each group's published TTL is used, else ``marker_ttl``).
+    marker_ttl_flag: str | None = None
     topic: str | None = None
     groups: list[str] | None = None
     database_url: str | None = None
@@ -213,7 +215,7 @@ def run_trace(
             return trace_event(
                 request.event_id, kafka=kafka, redis_state=state, outbox=row, topic=request.topic, groups=request.groups,
                 marker_ttl=request.marker_ttl, max_scan=request.max_scan, scan_redis=request.scan_redis,
-                progress_factory=progress_factory,
+                progress_factory=progress_factory, group_ttls=published_marker_ttls(state.client, request.marker_ttl_flag),
             )
     finally:
         state.close()
@@ -231,7 +233,10 @@ def trace_event(
     max_scan: int = DEFAULT_MAX_SCAN,
     scan_redis: bool = True,
     progress_factory: Callable[[str], Callable[[int, int | None], None]] = lambda label: (lambda done, total=None: None),
+    group_ttls: Mapping[str, timedelta] | None = None,
 ) -> Trace:
+    """``marker_ttl``: the TTL a group's markers are read with (its apply time is estimated from
+    the remaining TTL), unless ``group_ttls`` has the one the group published."""
     trace = Trace(event_id, outbox)
     codec = AvroCodec()
     aggregate_type = outbox.get("aggregate_type") if outbox.get("state") == "found" else None
@@ -277,7 +282,7 @@ def trace_event(
         for name in names:
             trace.groups.append(_trace_group(
                 name, rec, kafka, redis_state, committed_by_group.get(name, {}), trace.dead_letters,
-                anchors, marker_ttl, scan_redis, progress_factory,
+                anchors, (group_ttls or {}).get(name, marker_ttl), scan_redis, progress_factory,
             ))
     elif trace.dead_letters and redis_state is not None:
         trace.notes.append("the original record was not found (retention?), but dead letters of it were")
