@@ -28,7 +28,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
-from typing import Union
+from functools import lru_cache
+from typing import NoReturn, Union
 
 from postbox.errors import InvalidEffectError
 
@@ -45,6 +46,7 @@ _OP_NAMES = {op: op.encode() for op in (
     "hset", "hincrby", "hdel", "set", "incrby", "sadd", "srem", "zadd", "zincrby", "zrem",
     "lpush", "rpush", "xadd", "pexpire", "del", "call",
 )}
+_HINCRBY_SHAPE = b" hincrby 1 2"
 _FUNCTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
 
 
@@ -66,16 +68,17 @@ class EffectCommand:
 class Effects:
     """The Redis changes one event makes. Methods return ``self`` so calls can be chained."""
 
-    __slots__ = ("_commands", "_shape", "_items", "_size", "_functions")
+    __slots__ = ("_shape", "_keys", "_args", "_size", "_functions")
 
     def __init__(self) -> None:
-        self._commands: list[EffectCommand] = []
-        # Kept as commands are added, for the engine's packing (see apply_effects.lua's header):
-        # the shape text of each command (" <op> <key count> <arg count>"), how many keys and
-        # arguments and how many bytes of them there are, and the user functions called (None:
-        # none). The engine reads them instead of walking every command of every event again.
+        # Kept as commands are added, in the form the engine packs (see apply_effects.lua's
+        # header), so it never walks the commands of an event again: the shape text of each
+        # command (" <op> <key count> <arg count>"), every command's keys and arguments flat in
+        # order, how many bytes they hold, and the user functions called (None: none). No object
+        # per command is built while a handler runs: :attr:`commands` builds them when asked.
         self._shape: list[bytes] = []
-        self._items = 0
+        self._keys: list[bytes] = []
+        self._args: list[bytes] = []
         self._size = 0
         self._functions: set[str] | None = None
 
@@ -84,17 +87,26 @@ class Effects:
     @property
     def commands(self) -> tuple[EffectCommand, ...]:
         """The commands in the order they run; a failure's ``command_index`` points in here."""
-        return tuple(self._commands)
+        commands: list[EffectCommand] = []
+        at_key = at_arg = 0
+        for shape in self._shape:
+            op, key_count, arg_count = shape.split()
+            keys = tuple(self._keys[at_key : at_key + int(key_count)])
+            args = tuple(self._args[at_arg : at_arg + int(arg_count)])
+            at_key += len(keys)
+            at_arg += len(args)
+            commands.append(EffectCommand(op.decode(), keys, args))
+        return tuple(commands)
 
     def keys(self) -> list[bytes]:
         """Every key the effects touch, first use first, each once."""
-        return list(dict.fromkeys(k for c in self._commands for k in c.keys))
+        return list(dict.fromkeys(self._keys))
 
     def __len__(self) -> int:
-        return len(self._commands)
+        return len(self._shape)
 
     def __repr__(self) -> str:
-        return f"Effects({'; '.join(c.describe() for c in self._commands)})"
+        return f"Effects({'; '.join(c.describe() for c in self.commands)})"
 
     # -- hashes -------------------------------------------------------------------------------
 
@@ -102,7 +114,7 @@ class Effects:
         """HSET: ``hset(key, {field: value, ...})`` or ``hset(key, field, value)``.
 
         Undo: previous values of the named fields are put back, new fields removed."""
-        if isinstance(field_or_mapping, Mapping):
+        if type(field_or_mapping) is dict or isinstance(field_or_mapping, Mapping):
             if value is not None:
                 raise InvalidEffectError("hset(key, mapping) takes no third argument")
             items = list(field_or_mapping.items())
@@ -112,7 +124,7 @@ class Effects:
             items = [(field_or_mapping, value)]
         if not items:
             raise InvalidEffectError("hset: the mapping is empty (nothing to set)")
-        k = _key(key, "hset")
+        k = _bytes(key, "hset key")
         flat = [b for f, v in items for b in (_bytes(f, "hset field"), _value(v, "hset value"))]
         for chunk in _chunks(flat, MAX_ITEMS - MAX_ITEMS % 2):
             self._add("hset", (k,), chunk)
@@ -120,12 +132,20 @@ class Effects:
 
     def hincrby(self, key: Key, field: Key, amount: int = 1) -> "Effects":
         """HINCRBY by a 64-bit integer. Undo: the field's previous value (or its absence)."""
-        self._add("hincrby", (_key(key, "hincrby"),), [_bytes(field, "hincrby field"), _int(amount, "hincrby amount")])
+        # The most common effect, so written out: the same checks as _add's, no list per call.
+        k, f, n = _bytes(key, "hincrby key"), _bytes(field, "hincrby field"), _int(amount, "hincrby amount")
+        shape = self._shape
+        if len(shape) >= MAX_COMMANDS:
+            _too_many_commands()
+        shape.append(_HINCRBY_SHAPE)
+        self._keys.append(k)
+        self._args += (f, n)
+        self._size += len(k) + len(f) + len(n)
         return self
 
     def hdel(self, key: Key, *fields: Key) -> "Effects":
         """HDEL. Undo: the removed fields come back, and the key's TTL if deleting emptied it."""
-        k = _key(key, "hdel")
+        k = _bytes(key, "hdel key")
         for chunk in _chunks(_nonempty([_bytes(f, "hdel field") for f in fields], "hdel"), MAX_ITEMS):
             self._add("hdel", (k,), chunk)
         return self
@@ -161,26 +181,26 @@ class Effects:
             args.append(b"NX")
         if xx:
             args.append(b"XX")
-        self._add("set", (_key(key, "set"),), args)
+        self._add("set", (_bytes(key, "set key"),), args)
         return self
 
     def incrby(self, key: Key, amount: int = 1) -> "Effects":
         """INCRBY by a 64-bit integer (TTL kept). Undo: the previous value (or its absence)."""
-        self._add("incrby", (_key(key, "incrby"),), [_int(amount, "incrby amount")])
+        self._add("incrby", (_bytes(key, "incrby key"),), [_int(amount, "incrby amount")])
         return self
 
     # -- sets ---------------------------------------------------------------------------------
 
     def sadd(self, key: Key, *members: Value) -> "Effects":
         """SADD. Undo: SREM of only the members this command added."""
-        k = _key(key, "sadd")
+        k = _bytes(key, "sadd key")
         for chunk in _chunks(_nonempty([_value(m, "sadd member") for m in members], "sadd"), MAX_ITEMS):
             self._add("sadd", (k,), chunk)
         return self
 
     def srem(self, key: Key, *members: Value) -> "Effects":
         """SREM. Undo: SADD of only the members this command removed (and the TTL)."""
-        k = _key(key, "srem")
+        k = _bytes(key, "srem key")
         for chunk in _chunks(_nonempty([_value(m, "srem member") for m in members], "srem"), MAX_ITEMS):
             self._add("srem", (k,), chunk)
         return self
@@ -206,7 +226,7 @@ class Effects:
         if gt and lt:
             raise InvalidEffectError("zadd: gt and lt exclude each other")
         options = [name for name, on in ((b"NX", nx), (b"XX", xx), (b"GT", gt), (b"LT", lt), (b"CH", ch)) if on]
-        k = _key(key, "zadd")
+        k = _bytes(key, "zadd key")
         flat = [b for m, s in mapping.items() for b in (_score(s, "zadd score"), _value(m, "zadd member"))]
         for chunk in _chunks(flat, MAX_ITEMS - MAX_ITEMS % 2):
             self._add("zadd", (k,), [str(len(options)).encode(), *options, *chunk])
@@ -214,12 +234,12 @@ class Effects:
 
     def zincrby(self, key: Key, amount: float | int | Decimal, member: Value) -> "Effects":
         """ZINCRBY. Undo: the member's previous score (or its absence)."""
-        self._add("zincrby", (_key(key, "zincrby"),), [_score(amount, "zincrby amount"), _value(member, "zincrby member")])
+        self._add("zincrby", (_bytes(key, "zincrby key"),), [_score(amount, "zincrby amount"), _value(member, "zincrby member")])
         return self
 
     def zrem(self, key: Key, *members: Value) -> "Effects":
         """ZREM. Undo: removed members back with their scores (and the TTL)."""
-        k = _key(key, "zrem")
+        k = _bytes(key, "zrem key")
         for chunk in _chunks(_nonempty([_value(m, "zrem member") for m in members], "zrem"), MAX_ITEMS):
             self._add("zrem", (k,), chunk)
         return self
@@ -228,14 +248,14 @@ class Effects:
 
     def lpush(self, key: Key, *values: Value) -> "Effects":
         """LPUSH. Undo: LPOP as many values."""
-        k = _key(key, "lpush")
+        k = _bytes(key, "lpush key")
         for chunk in _chunks(_nonempty([_value(v, "lpush value") for v in values], "lpush"), MAX_ITEMS):
             self._add("lpush", (k,), chunk)
         return self
 
     def rpush(self, key: Key, *values: Value) -> "Effects":
         """RPUSH. Undo: RPOP as many values."""
-        k = _key(key, "rpush")
+        k = _bytes(key, "rpush key")
         for chunk in _chunks(_nonempty([_value(v, "rpush value") for v in values], "rpush"), MAX_ITEMS):
             self._add("rpush", (k,), chunk)
         return self
@@ -251,7 +271,7 @@ class Effects:
         if len(flat) > MAX_ITEMS:
             raise InvalidEffectError(f"xadd: {len(flat) // 2} fields in one entry; at most {MAX_ITEMS // 2}")
         cap = b"" if maxlen is None else _count(maxlen, "xadd maxlen")
-        self._add("xadd", (_key(key, "xadd"),), [cap, _bytes(id, "xadd id"), *flat])
+        self._add("xadd", (_bytes(key, "xadd key"),), [cap, _bytes(id, "xadd id"), *flat])
         return self
 
     # -- keys ---------------------------------------------------------------------------------
@@ -259,12 +279,12 @@ class Effects:
     def expire(self, key: Key, ttl: int | float | timedelta) -> "Effects":
         """Set a TTL (seconds, or a timedelta; sent as PEXPIRE ms). Must be positive: use
         :meth:`delete` to remove a key. Undo: the previous TTL (or none)."""
-        self._add("pexpire", (_key(key, "expire"),), [_positive_ms(ttl, "expire ttl", seconds=True)])
+        self._add("pexpire", (_bytes(key, "expire key"),), [_positive_ms(ttl, "expire ttl", seconds=True)])
         return self
 
     def delete(self, *keys: Key) -> "Effects":
         """DEL. Undo: a DUMP of each key taken first (costly for big keys)."""
-        ks = _nonempty([_key(k, "delete") for k in keys], "delete")
+        ks = _nonempty([_bytes(k, "delete key") for k in keys], "delete")
         for chunk in _chunks(ks, MAX_ITEMS):
             self._add("del", tuple(chunk), [])
         return self
@@ -285,32 +305,47 @@ class Effects:
             )
         if isinstance(keys, (str, bytes)) or isinstance(args, (str, bytes)):
             raise InvalidEffectError("call: keys and args are sequences (wrap a single key in a list)")
-        ks = tuple(_key(k, "call key") for k in keys)
+        ks = tuple(_bytes(k, "call key") for k in keys)
         vs = [_value(a, "call arg") for a in args]
         if len(ks) + len(vs) > MAX_ITEMS:
             raise InvalidEffectError(f"call {function}: {len(ks) + len(vs)} keys and args; at most {MAX_ITEMS}")
         self._add("call", ks, [function.encode(), *vs])
         return self
 
-    def _add(self, op: str, keys: tuple[bytes, ...], args: Iterable[bytes]) -> None:
-        if len(self._commands) >= MAX_COMMANDS:
-            raise InvalidEffectError(
-                f"more than {MAX_COMMANDS} commands in one event's effects",
-                fix="split the work over several events, or use a user effect function (fx.call)",
-            )
-        values = tuple(args)
-        self._commands.append(EffectCommand(op, keys, values))
-        self._shape.append(b" %b %d %d" % (_OP_NAMES[op], len(keys), len(values)))
-        self._items += len(keys) + len(values)
-        self._size += sum(map(len, keys)) + sum(map(len, values))
+    def _add(self, op: str, keys: Sequence[bytes], args: Sequence[bytes]) -> None:
+        shape = self._shape
+        if len(shape) >= MAX_COMMANDS:
+            _too_many_commands()
+        shape.append(_shape_of(op, len(keys), len(args)))
+        self._keys += keys
+        self._args += args
+        self._size += sum(map(len, keys)) + sum(map(len, args))
         if op == "call":
-            self._functions = (self._functions or set()) | {values[0].decode()}
+            self._functions = (self._functions or set()) | {args[0].decode()}
+
+
+def _too_many_commands() -> NoReturn:
+    raise InvalidEffectError(
+        f"more than {MAX_COMMANDS} commands in one event's effects",
+        fix="split the work over several events, or use a user effect function (fx.call)",
+    )
+
+
+@lru_cache(maxsize=4096)
+def _shape_of(op: str, key_count: int, arg_count: int) -> bytes:
+    """A command's shape text (apply_effects.lua's header); few distinct ones, so kept."""
+    return b" %b %d %d" % (_OP_NAMES[op], key_count, arg_count)
 
 
 # -- encoding ---------------------------------------------------------------------------------
 
 
 def _bytes(value: object, what: str) -> bytes:
+    if type(value) is str:  # the common case first (a subclass takes the checks below)
+        try:
+            return value.encode()
+        except UnicodeEncodeError:
+            pass  # named below
     if isinstance(value, bytes):
         return value
     if isinstance(value, str):
@@ -321,11 +356,6 @@ def _bytes(value: object, what: str) -> bytes:
     if isinstance(value, (bytearray, memoryview)):
         return bytes(value)
     raise InvalidEffectError(f"{what}: expected str or bytes, got {type(value).__name__} ({value!r:.60})")
-
-
-def _key(value: object, what: str) -> bytes:
-    key = _bytes(value, f"{what} key")
-    return key
 
 
 def _value(value: object, what: str) -> bytes:
@@ -346,6 +376,8 @@ def _value(value: object, what: str) -> bytes:
 
 
 def _int(value: object, what: str) -> bytes:
+    if type(value) is int and _INT64[0] <= value <= _INT64[1]:  # the common case (bool is not int here)
+        return str(value).encode()
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidEffectError(f"{what}: expected an int, got {type(value).__name__} ({value!r:.60})")
     if not _INT64[0] <= value <= _INT64[1]:
@@ -392,5 +424,6 @@ def _nonempty(items: list[bytes], what: str) -> list[bytes]:
 
 
 def _chunks(items: list[bytes], size: int) -> Iterable[list[bytes]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
+    if len(items) <= size:  # the common case: one command, no list of slices
+        return (items,) if items else ()
+    return [items[start : start + size] for start in range(0, len(items), size)]

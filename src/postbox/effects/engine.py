@@ -63,7 +63,7 @@ from redis.exceptions import (
 from postbox.failure_classes import TRANSIENT_REDIS_CODES, redis_error_code
 from postbox.frozen import assemble
 from postbox.effects import groups
-from postbox.effects.builder import EffectCommand, Effects
+from postbox.effects.builder import Effects
 from postbox.effects.durability import Durability, check_durability
 from postbox.effects.keys import EventRef, KeyLayout, describe_slots, key_slot, legacy_anchor, tag_text
 from postbox.effects.nodes import NodeHealth, Placement, plan_waves
@@ -193,7 +193,8 @@ def _settled(fields: dict[str, Any], event_id: str) -> ApplyResult:
 class _Event:
     index: int
     event_id: str
-    commands: list[EffectCommand]
+    #: What the handler described (its commands are read back only to name a failing one).
+    effects: Effects
     marker: bytes
     #: The legacy-layout marker also checked (None: transition off, same key, or another slot).
     legacy: bytes | None
@@ -424,7 +425,6 @@ class EffectsEngine:
             raise InvalidEffectError(f"event {event_id}: expected an Effects, got {type(effects).__name__}")
         if effects._functions is not None:  # the builder's running record (see Effects.__init__)
             self._check_functions(event_id, effects._functions)
-        commands = effects._commands
         eid = event_id.encode("utf-8")
         tag = tag_text(ref.tag_bytes)
         marker = self.layout.marker_in(eid, tag)
@@ -437,12 +437,12 @@ class EffectsEngine:
                     event_id, Outcome.FAILED, None, None, None,
                     _outside_slot_message(ref, outside, slot) + "; " + _CROSS_SLOT_FIX, "permanent", cross_slot=True,
                 )  # fmt: skip
-        legacy = self._legacy_marker(eid, commands, tag, marker, slot)
+        legacy = self._legacy_marker(eid, effects._keys, tag, marker, slot)
         shape = (b"l" if legacy is not None else b"-") + b"".join(effects._shape)
         size = effects._size + 2 * len(marker) + len(eid) + (len(legacy) if legacy else 0)
         return _Event(
-            index, event_id, commands, marker, legacy, self.layout.failures_in(tag), slot if self.cluster else 0,
-            effects._items + 5, size, shape,
+            index, event_id, effects, marker, legacy, self.layout.failures_in(tag), slot if self.cluster else 0,
+            len(effects._keys) + len(effects._args) + 5, size, shape,
         )
 
     def _check_functions(self, event_id: str, names: set[str]) -> None:
@@ -457,16 +457,17 @@ class EffectsEngine:
                 "or fix the name the handler calls; then restart the consumer",
             )
 
-    def _legacy_marker(self, eid: bytes, commands: Sequence[EffectCommand], tag: bytes, marker: bytes, slot: int) -> bytes | None:
+    def _legacy_marker(self, eid: bytes, keys: Sequence[bytes], tag: bytes, marker: bytes, slot: int) -> bytes | None:
         """The legacy-layout marker to check too, or None: transition off, the same key as the
         current marker (handlers keyed by their aggregate, groups without ``%``/``:``), or on a
-        cluster a key outside the event's slot (one call cannot read it: documented limit)."""
+        cluster a key outside the event's slot (one call cannot read it: documented limit).
+        ``keys``: the event's effect keys in command order (the anchor is the first one's tag)."""
         if not self.legacy_markers:
             return None
-        first = commands[0].keys[:1] if commands else ()  # the anchor is the first effect key's tag
+        first = keys[:1]
         if first and self.layout.group_unescaped and first[0].startswith(b"{%s}" % tag):
             return None  # keyed by its routing tag (aggregate_keys): the legacy key is the current marker
-        anchor = legacy_anchor(first or [k for c in commands for k in c.keys][:1], eid)
+        anchor = legacy_anchor(first, eid)
         if anchor == tag and self.layout.group_unescaped:
             return None
         legacy = self.layout.legacy_marker(eid, anchor)
@@ -513,9 +514,8 @@ class EffectsEngine:
                 keys.append(event.legacy)
             if per_event:
                 keys.append(event.failures)
-            for command in event.commands:
-                keys += command.keys
-                body += command.args
+            keys += event.effects._keys
+            body += event.effects._args
         argv: list[bytes | str] = [
             *self._header, b"1" if waitaof else b"0", _num(len(events)), b"1" if per_event else b"0", _num(len(shapes)),
             *shapes, *body,
@@ -537,7 +537,7 @@ class EffectsEngine:
 
     def _failure(self, event: _Event, code: int, detail: list[Any]) -> ApplyResult:
         number, op, error = int(detail[0]), _text(detail[1]), self.script.explain(_text(detail[2]))
-        command = event.commands[number - 1]
+        command = event.effects.commands[number - 1]
         if code == 5:
             raise EffectConfigError(
                 f"event {event.event_id}: Redis refused command {number - 1} ({command.describe()}) for the "
