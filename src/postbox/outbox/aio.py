@@ -14,8 +14,10 @@ from typing import Any, Unpack
 import psycopg
 from psycopg import sql
 
-from postbox.outbox.core import AggregateId, EmitOptions, OutboxCore, Plan, TransactionHandle
+from postbox.outbox.core import AggregateId, EmitOptions, OutboxCore, TransactionHandle
+from postbox.outbox.emit_cursor import async_emit_cursor
 from postbox.outbox.rows import EmittedEvent, NewEvent
+from postbox.outbox.statements import Statement
 from postbox.payloads.instance import EventPayload
 
 AsyncConnection = psycopg.AsyncConnection[Any]
@@ -28,14 +30,14 @@ class AsyncOutbox(OutboxCore[AsyncConnection]):
                    payload: EventPayload, **options: Unpack[EmitOptions]) -> EmittedEvent:
         """Awaitable :meth:`Outbox.emit <postbox.outbox.writer.Outbox.emit>`."""
         plan = self.plan_emit(aggregate_type, aggregate_id, event_type, payload, options)
-        await self._send(conn, plan)
+        await self._send(conn, plan.statements)
         return plan.events[0]
 
     async def emit_many(self, conn: AsyncConnection, events: Iterable[NewEvent]) -> list[EmittedEvent]:
         """Awaitable :meth:`Outbox.emit_many <postbox.outbox.writer.Outbox.emit_many>`."""
         plan = self.plan_many(events)
         if plan.statements:
-            await self._send(conn, plan)
+            await self._send(conn, plan.statements)
         return plan.events
 
     async def execute_and_emit(self, conn: AsyncConnection, query: str | sql.Composable, params: Sequence[Any] | None,
@@ -44,16 +46,25 @@ class AsyncOutbox(OutboxCore[AsyncConnection]):
         """Awaitable :meth:`Outbox.execute_and_emit <postbox.outbox.writer.Outbox.execute_and_emit>`."""
         text = query if isinstance(query, str) else query.as_string(conn)
         plan = self.plan_folded(text, params, aggregate_type, aggregate_id, event_type, payload, options)
-        return await self._send(conn, plan), plan.events[0]
-
-    async def _send(self, conn: AsyncConnection, plan: Plan) -> psycopg.AsyncCursor[Any]:
         first, *more = plan.statements
         with self.sending(conn):
             async with conn.pipeline() if more else nullcontext():
-                cur = await conn.execute(*first, prepare=True)
-                for statement in more:
-                    await conn.execute(*statement, prepare=True)
-            return cur
+                cur = await conn.execute(*first, prepare=True)  # the caller reads its statement's results here
+                await self._execute(conn, more)
+        return cur, plan.events[0]
+
+    async def _send(self, conn: AsyncConnection, statements: list[Statement]) -> None:
+        """Send ``statements`` in the caller's transaction, on the writer's own cursor."""
+        with self.sending(conn):
+            async with conn.pipeline() if len(statements) > 1 else nullcontext():
+                await self._execute(conn, statements)
+
+    @staticmethod
+    async def _execute(conn: AsyncConnection, statements: list[Statement]) -> None:
+        if statements:
+            cur = async_emit_cursor(conn)
+            for statement in statements:
+                await cur.execute(*statement, prepare=True)
 
     @asynccontextmanager
     async def transaction(

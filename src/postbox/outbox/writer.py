@@ -15,8 +15,10 @@ from typing import Any, Unpack
 import psycopg
 from psycopg import sql
 
-from postbox.outbox.core import AggregateId, EmitOptions, OutboxCore, Plan, TransactionHandle
+from postbox.outbox.core import AggregateId, EmitOptions, OutboxCore, TransactionHandle
+from postbox.outbox.emit_cursor import emit_cursor
 from postbox.outbox.rows import EmittedEvent, NewEvent
+from postbox.outbox.statements import Statement
 from postbox.payloads.instance import EventPayload
 
 Connection = psycopg.Connection[Any]
@@ -29,14 +31,14 @@ class Outbox(OutboxCore[Connection]):
              payload: EventPayload, **options: Unpack[EmitOptions]) -> EmittedEvent:
         """Write one event in ``conn``'s current transaction; returns its id and topic."""
         plan = self.plan_emit(aggregate_type, aggregate_id, event_type, payload, options)
-        self._send(conn, plan)
+        self._send(conn, plan.statements)
         return plan.events[0]
 
     def emit_many(self, conn: Connection, events: Iterable[NewEvent]) -> list[EmittedEvent]:
         """Write many events in ``conn``'s current transaction, in order (:meth:`OutboxCore.plan_many`)."""
         plan = self.plan_many(events)
         if plan.statements:
-            self._send(conn, plan)
+            self._send(conn, plan.statements)
         return plan.events
 
     def execute_and_emit(self, conn: Connection, query: str | sql.Composable, params: Sequence[Any] | None,
@@ -46,19 +48,27 @@ class Outbox(OutboxCore[Connection]):
         returns the cursor holding the query's results, and the event."""
         text = query if isinstance(query, str) else query.as_string(conn)
         plan = self.plan_folded(text, params, aggregate_type, aggregate_id, event_type, payload, options)
-        return self._send(conn, plan), plan.events[0]
+        first, *more = plan.statements
+        with self.sending(conn), conn.pipeline() if more else nullcontext():
+            cur = conn.execute(*first, prepare=True)  # the caller reads its statement's results here
+            if more:
+                self._execute(conn, more)
+        return cur, plan.events[0]
 
-    def _send(self, conn: Connection, plan: Plan) -> psycopg.Cursor[Any]:
-        """Send ``plan`` in the caller's transaction; the cursor holds its first statement's results."""
-        statements = plan.statements
+    def _send(self, conn: Connection, statements: list[Statement]) -> None:
+        """Send ``statements`` in the caller's transaction, on the writer's own cursor."""
         with self.sending(conn):
             if len(statements) == 1:
-                return conn.execute(*statements[0], prepare=True)
-            with conn.pipeline():  # several statements: one round trip
-                cur = conn.execute(*statements[0], prepare=True)
-                for statement in statements[1:]:
-                    conn.execute(*statement, prepare=True)
-                return cur
+                emit_cursor(conn).execute(*statements[0], prepare=True)
+            else:
+                with conn.pipeline():  # several statements: one round trip
+                    self._execute(conn, statements)
+
+    @staticmethod
+    def _execute(conn: Connection, statements: list[Statement]) -> None:
+        cur = emit_cursor(conn)
+        for statement in statements:
+            cur.execute(*statement, prepare=True)
 
     @contextmanager
     def transaction(self, conn: Connection | None = None, *, pipeline: bool = True) -> Iterator["OutboxTransaction"]:
