@@ -55,6 +55,7 @@ from postbox.consumer.logs import log_context, log_event
 from postbox.consumer.metrics import Metrics
 from postbox.consumer.partition_state import PartitionState
 from postbox.consumer.pipeline import Pipeline
+from postbox.consumer.switch_interval import short_switch_interval
 from postbox.errors import ConfigError, EffectEngineError, TransientEffectError
 from postbox.effects import EffectsEngine
 from postbox.events import Event
@@ -136,7 +137,7 @@ class ConsumerRuntime:
         #: /healthz: when the loop last turned; stale past max.poll.interval.ms (Kafka's own limit).
         self.liveness = health.Liveness(config.max_poll_interval_ms / 1000)
         self.http: health.HealthServer | None = None
-        #: Set once the consumer has subscribed (tests and the bench wait on it).
+        #: Set once the consumer has subscribed and tuned the process (tests and the bench wait on it).
         self.ready = threading.Event()
 
     @property
@@ -191,8 +192,8 @@ class ConsumerRuntime:
         code = EXIT_OK
         try:
             self._subscribe()
-            self.ready.set()
-            with tuned_collector():
+            with tuned_collector(), short_switch_interval():  # process-wide, while the loop runs
+                self.ready.set()
                 self._loop()
         except (EffectEngineError, ConfigError) as exc:  # e.g. an ACL refusal, Redis credentials revoked
             kind = "configuration error" if isinstance(exc, ConfigError) else "effects engine error"
