@@ -7,7 +7,11 @@ dispatch was ~3 µs of the ~7.7 µs read (the conversion itself, ``epoch + timed
 once per consumed record. :func:`plain_reading` gives the writer schema with those fields' logical
 types taken off (fastavro reads them as the plain ``long``/``int``/``string`` underneath) and the
 conversions to run afterwards: fastavro's OWN logical readers, called with the same arguments
-fastavro passes them, so the payload is the same value.
+fastavro passes them, so the payload is the same value — except the two timestamps
+(``timestamp-millis``/``-micros``, on most events), which are converted by :func:`_timestamp_millis`
+and :func:`_timestamp_micros`: ``datetime.fromtimestamp`` (~0.26 µs) instead of fastavro's
+``epoch + timedelta(...)`` (~0.7 µs), exact where a float holds the instant to better than half a
+microsecond, fastavro's own reader everywhere else.
 
 Only what is safe by construction takes this path: a record whose logical types all sit directly
 on its top-level fields, over a primitive type fastavro has a reader for. A logical type anywhere
@@ -21,6 +25,8 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from typing import Any
+
+from datetime import datetime, timezone
 
 from fastavro import parse_schema
 from fastavro.read import LOGICAL_READERS
@@ -59,11 +65,46 @@ def plain_reading(parsed: dict[str, Any] | Any) -> tuple[dict[str, Any], tuple[C
     return parsed_plain, tuple(conversions)
 
 
+#: Seconds from the epoch within which a double holds an instant to within 2**-22 s (< 0.24 µs: a
+#: double's 53 bits less the 31 of the seconds), under half of a datetime's 1 µs resolution. The
+#: quotient ``value / 1000`` (or ``/ 1_000_000``) is the double nearest the instant, and the instant
+#: is a whole number of microseconds, so ``fromtimestamp``'s rounding to the microsecond gives it
+#: exactly — fastavro's value. 2**32 s is 2106-02-07; later or earlier than -2**32 s (1833), and
+#: fastavro's reader converts (and raises what it raises for a year beyond 9999).
+_EXACT_SECONDS = 2**32
+_EXACT_MILLIS = _EXACT_SECONDS * 1000
+_EXACT_MICROS = _EXACT_SECONDS * 1_000_000
+_UTC = timezone.utc
+_from_timestamp = datetime.fromtimestamp
+_fastavro_millis = LOGICAL_READERS["long-timestamp-millis"]
+_fastavro_micros = LOGICAL_READERS["long-timestamp-micros"]
+
+
+def _timestamp_millis(value: int, writer_schema: Any = None, reader_schema: Any = None) -> Any:
+    """fastavro's ``timestamp-millis`` reading (an aware UTC datetime), at a third of its cost."""
+    if -_EXACT_MILLIS < value < _EXACT_MILLIS:
+        return _from_timestamp(value / 1000, _UTC)
+    return _fastavro_millis(value, writer_schema, reader_schema)
+
+
+def _timestamp_micros(value: int, writer_schema: Any = None, reader_schema: Any = None) -> Any:
+    """fastavro's ``timestamp-micros`` reading (an aware UTC datetime), at a third of its cost."""
+    if -_EXACT_MICROS < value < _EXACT_MICROS:
+        return _from_timestamp(value / 1_000_000, _UTC)
+    return _fastavro_micros(value, writer_schema, reader_schema)
+
+
+#: The conversions done here rather than by fastavro's reader (same values; module docs).
+_OWN_READERS: dict[str, Callable[..., Any]] = {"long-timestamp-millis": _timestamp_millis, "long-timestamp-micros": _timestamp_micros}
+
+
 def _logical_reader(kind: Any) -> Callable[..., Any] | None:
-    """fastavro's reader of a field type like ``{"type": "long", "logicalType": "timestamp-millis"}``."""
+    """The reader of a field type like ``{"type": "long", "logicalType": "timestamp-millis"}``:
+    fastavro's, or this module's faster one for the timestamps."""
     if not isinstance(kind, dict) or "logicalType" not in kind or kind.get("type") not in _PRIMITIVE:
         return None
-    return LOGICAL_READERS.get(f"{kind['type']}-{kind['logicalType']}")
+    name = f"{kind['type']}-{kind['logicalType']}"
+    return _OWN_READERS.get(name) or LOGICAL_READERS.get(name)
 
 
 def _has_logical(node: Any) -> bool:
