@@ -17,17 +17,21 @@ as its canonical lowercase form, which is what a ``uuid`` column sends.
 
 from __future__ import annotations
 
-import re
 import uuid
 
 MAX_EVENT_ID_CHARS = 200
-_EVENT_ID = re.compile(r"[\x21-\x7e]{1,%d}\Z" % MAX_EVENT_ID_CHARS)
 RULE = f"1-{MAX_EVENT_ID_CHARS} printable ASCII characters without spaces, e.g. a UUID such as 01890a5d-ac96-7abc-8def-0123456789ab"
 
 
 def is_event_id(text: str | None) -> bool:
-    """True when ``text`` may be used as an event id, exactly as it is."""
-    return bool(text) and _EVENT_ID.match(text) is not None  # type: ignore[arg-type]
+    """True when ``text`` may be used as an event id, exactly as it is.
+
+    ASCII whose every character is printable is exactly ``!`` to ``~`` plus the space (the C0
+    controls and DEL are not printable), so with the space refused this is the rule; the consumer
+    asks it for every record, and these C string checks cost half of a regular expression match."""
+    if not text:
+        return False
+    return len(text) <= MAX_EVENT_ID_CHARS and text.isascii() and text.isprintable() and " " not in text
 
 
 def event_id_problem(text: str | None) -> str | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from postbox.codec.json_conform import conform
@@ -37,6 +37,18 @@ def test_every_uuid_is_an_event_id_in_every_typed_form(value: uuid.UUID):
 def test_printable_ascii_keys_are_ids_used_exactly_as_they_arrive(text: str):
     assert is_event_id(text) and event_id_problem(text) is None
     assert parse_event_id(text) == text or uuid.UUID(text)  # only UUID spellings are tidied
+
+
+@given(st.text(max_size=210) | st.text(alphabet=st.characters(max_codepoint=0x80), max_size=210))
+@example("~" * 200)
+@example("!" * 201)
+@example("a\x7fb")
+def test_an_event_id_is_one_to_200_characters_from_bang_to_tilde(text: str):
+    """#14.2: the rule as the module states it, for any text (is_event_id is now C string checks,
+    not a regular expression: shown to fail with the space test left out and with ``< 200``)."""
+    rule = 1 <= len(text) <= 200 and all("!" <= ch <= "~" for ch in text)
+    assert is_event_id(text) == rule
+    assert (event_id_problem(text) is None) == rule
 
 
 @pytest.mark.parametrize("bad, why", [("", "empty"), ("a b", "' '"), ("caf\u00e9", "'é'"), ("x" * 201, "201 characters"), ("a\x01b", "'\\x01'")])
