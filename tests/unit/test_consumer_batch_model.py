@@ -6,7 +6,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from postbox.consumer.batch import HELD_LIMIT, UNFINISHED, Batch, Fate
+import pytest
+
+from postbox.consumer.batch import HELD_LIMIT, UNFINISHED, Batch, Fate, Position
 
 P0, P1 = ("outbox.event.order", 0), ("outbox.event.order", 1)
 
@@ -224,3 +226,22 @@ def test_the_commit_never_passes_a_held_record_and_carried_ones_precede_any_retr
         assert all(o < position.retry.offset for o in position.hold)
     else:  # nothing re-read: every record not finished is carried
         assert set(position.hold) == {o for o in range(len(outcomes)) if batch.fate(P0, o) is Fate.HELD}
+
+
+def test_finish_every_marks_the_whole_batch_and_refuses_a_record_with_a_fate():
+    """#14.2 settle: the common batch (every record applied) is marked at once; the commit is
+    past every partition's last record. A batch where a record already has a fate (dead-lettered
+    at launch, held, a duplicate) is refused whole, so no record's fate is overwritten. Shown to
+    fail with the refusal removed (the dead-lettered record became applied)."""
+    batch = _batch((P0, range(5, 8)), (P1, range(0, 2)))
+    batch.finish_every(Fate.APPLIED)
+    assert batch.positions({P0, P1}) == {P0: Position(8), P1: Position(2)}
+    assert batch.counts()["applied"] == len(batch) == 5
+    for mark in (lambda b: b.finished(P1, 1, Fate.DEAD_LETTERED), lambda b: b.hold(P0, 6, "node-down", "down")):
+        mixed = _batch((P0, range(5, 8)), (P1, range(0, 2)))
+        mark(mixed)
+        with pytest.raises(ValueError):
+            mixed.finish_every(Fate.APPLIED)
+        assert mixed.counts()["applied"] == 0
+    with pytest.raises(ValueError):
+        _batch((P0, range(0, 1))).finish_every(Fate.HELD)

@@ -88,3 +88,44 @@ def test_a_record_without_a_result_is_not_committed_past() -> None:
     assert state.resume_offset == 2  # retried from the first record without a verdict
     assert runtime.partitions.consumer.paused == [("t", 0)]  # type: ignore[union-attr]  # the stand-in
     assert _count(runtime, "postbox_consumer_events_applied_total") == 2
+
+
+class RecordOf(StandInRecord):
+    """A stand-in record of another topic or partition."""
+
+    def __init__(self, topic: str, partition: int, offset: int) -> None:
+        super().__init__(offset)
+        self._where = (topic, partition)
+
+    def topic(self) -> str:
+        return self._where[0]
+
+    def partition(self) -> int:
+        return self._where[1]
+
+
+def test_a_whole_batch_applied_commits_every_partition_and_counts_each_topic() -> None:
+    """The common batch (every record applied, over several topics and partitions) is marked at
+    once (Batch.finish_every) and counted per topic from the batch's partitions: each partition's
+    commit is past its last record, each topic's applied counter counts its records once. Shown
+    to fail with the per-topic counts taken from the first partition only (the counters
+    came out short)."""
+    where = [("t", 0)] * 3 + [("u", 1)] * 2 + [("t", 2)] * 4
+    app = App("g", require_schemas=False)
+    app.catch_all(lambda event, fx: fx.rpush("{t:a}:seq", event.payload["seq"]))
+    config = ConsumerConfig.load({}, group="g", topics="t,u", redis_url="redis://127.0.0.1:1/0", kafka_bootstrap="127.0.0.1:1")
+    runtime = ConsumerRuntime(app, config, redis_client=redis.Redis(port=1), install_signals=False)
+    runtime.engine = ScriptedEngine([Outcome.APPLIED] * len(where))  # type: ignore[assignment]  # a stand-in
+    runtime.partitions.consumer = PausingConsumer()  # type: ignore[assignment]  # a stand-in recording pauses
+    for tp in set(where):
+        runtime.states[tp] = PartitionState(*tp)
+    records = [RecordOf(topic, partition, 10 + i) for i, (topic, partition) in enumerate(where)]
+    try:
+        runtime.pipeline.launch(runtime.pipeline.prepare(records))  # type: ignore[arg-type]  # stand-in records
+        assert runtime.pipeline.settle()
+    finally:
+        runtime.pipeline.close()
+    assert {tp: state.done for tp, state in runtime.states.items()} == {("t", 0): 13, ("u", 1): 15, ("t", 2): 19}
+    assert runtime.metrics.value("postbox_consumer_events_applied_total", topic="t") == 7
+    assert runtime.metrics.value("postbox_consumer_events_applied_total", topic="u") == 2
+    assert runtime.partitions.consumer.paused == []  # type: ignore[union-attr]  # the stand-in

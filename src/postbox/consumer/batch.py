@@ -66,10 +66,14 @@ class Position:
 
 @dataclass
 class Batch:
-    """The records of one batch per partition (in offset order) and their fates."""
+    """The records of one batch per partition (in offset order) and their fates.
+
+    Fates are kept per partition (``fates[tp][offset]``), so the common batch — every record
+    applied — is marked (:meth:`finish_every`) and its commit found (:meth:`position`) with a few
+    C-level passes per partition instead of Python work per record."""
 
     offsets: dict[TopicPartitionKey, list[int]] = field(default_factory=dict)
-    fates: dict[tuple[TopicPartitionKey, int], Fate] = field(default_factory=dict)
+    fates: dict[TopicPartitionKey, dict[int, Fate]] = field(default_factory=dict)
     blocks: Blocks = field(default_factory=Blocks)
     held_limit: int = DEFAULT_HELD_LIMIT
     #: Per partition with records carried in: the offset after the last record of the batches
@@ -86,9 +90,13 @@ class Batch:
         carried from the previous batch first, then Kafka's); ``ends``: :meth:`end` of the batch
         the carried records come from, per partition."""
         batch = cls(held_limit=held_limit, ends=dict(ends or {}))
+        offsets = batch.offsets
         for tp, offset in records:
-            batch.offsets.setdefault(tp, []).append(offset)
-            batch.fates[(tp, offset)] = Fate.PENDING
+            found = offsets.get(tp)
+            if found is None:
+                found = offsets[tp] = []
+            found.append(offset)
+        batch.fates = {tp: dict.fromkeys(found, Fate.PENDING) for tp, found in offsets.items()}
         return batch
 
     # -- what happened -------------------------------------------------------------------------------
@@ -97,9 +105,10 @@ class Batch:
         """Record that ``offset`` of ``tp`` is applied, a duplicate or dead-lettered."""
         if fate not in FINISHED:
             raise ValueError(f"{fate} is not a finished fate")
-        if (tp, offset) not in self.fates:
+        fates = self.fates.get(tp)
+        if fates is None or offset not in fates:
             raise KeyError(f"{tp}@{offset} is not in this batch")
-        self.fates[(tp, offset)] = fate
+        fates[offset] = fate
 
     def finish_all(self, records: Iterable[tuple[TopicPartitionKey, int]], fate: Fate) -> None:
         """:meth:`finished` for many records with one fate (a batch's applied records, its
@@ -107,16 +116,30 @@ class Batch:
         if fate not in FINISHED:
             raise ValueError(f"{fate} is not a finished fate")
         fates = self.fates
-        for key in records:
-            if key not in fates:
-                raise KeyError(f"{key[0]}@{key[1]} is not in this batch")
-            fates[key] = fate
+        for tp, offset in records:
+            found = fates.get(tp)
+            if found is None or offset not in found:
+                raise KeyError(f"{tp}@{offset} is not in this batch")
+            found[offset] = fate
+
+    def finish_every(self, fate: Fate) -> None:
+        """Every record of the batch ended in ``fate`` (the common batch: all applied), marked per
+        partition without a Python step per record. Only for a batch none of whose records has a
+        fate yet: a record already dead-lettered, held or finished is refused (ValueError), since
+        marking it too would hide what became of it."""
+        if fate not in FINISHED:
+            raise ValueError(f"{fate} is not a finished fate")
+        for tp, fates in self.fates.items():
+            if list(fates.values()).count(Fate.PENDING) != len(fates):
+                raise ValueError(f"{tp}: a record of this batch already has a fate")
+        self.fates = {tp: dict.fromkeys(fates, fate) for tp, fates in self.fates.items()}
 
     def hold(self, tp: TopicPartitionKey, offset: int, reason: str, error: str) -> None:
         """``offset`` of ``tp`` was not applied for a reason of its own: carry it (see the module docs)."""
-        if self.fates.get((tp, offset)) is not Fate.PENDING:
+        fates = self.fates.get(tp)
+        if fates is None or fates.get(offset) is not Fate.PENDING:
             raise KeyError(f"{tp}@{offset} is not a pending record of this batch")
-        self.fates[(tp, offset)] = Fate.HELD
+        fates[offset] = Fate.HELD
         self.held_why[tp] = (reason, error)
 
     def block(self, tp: TopicPartitionKey, offset: int, reason: str, error: str) -> None:
@@ -131,10 +154,10 @@ class Batch:
 
     def runnable(self, tp: TopicPartitionKey, offset: int) -> bool:
         """True when the record may still be worked on: pending and before any block."""
-        return self.fates.get((tp, offset)) is Fate.PENDING and not self.blocks.covers(tp, offset)
+        return self.fates.get(tp, {}).get(offset) is Fate.PENDING and not self.blocks.covers(tp, offset)
 
     def fate(self, tp: TopicPartitionKey, offset: int) -> Fate:
-        return self.fates[(tp, offset)]
+        return self.fates[tp][offset]
 
     def get(self, tp: TopicPartitionKey) -> Block | None:
         """The partition's block, if any."""
@@ -145,8 +168,12 @@ class Batch:
         where to retry from — its block; the first of more than ``held_limit`` held records; or a
         record left pending with no block before it (a runtime bug), so it is re-read rather than
         skipped — and the held records before that point, to carry into the next batch."""
-        first_unfinished, held = self._unfinished(tp)
-        block = self.blocks.get(tp) or self._held_block(tp, held) or self._pending_block(tp)
+        block = self.blocks.get(tp)
+        fates = self.fates[tp].values()
+        if block is None and Fate.PENDING not in fates and Fate.HELD not in fates:
+            return Position(self.end(tp))  # every record finished: the common case, no walk
+        first_unfinished, held, pending = self._unfinished(tp)
+        block = block or self._held_block(tp, held) or _pending_block(pending)
         hold = tuple(o for o in held if block is None or o < block.offset)
         if block is not None:
             commit = block.offset if first_unfinished is None else min(first_unfinished, block.offset)
@@ -155,21 +182,24 @@ class Batch:
             return Position(first_unfinished, None, hold)
         return Position(self.end(tp))
 
-    def _unfinished(self, tp: TopicPartitionKey) -> tuple[int | None, list[int]]:
-        """The partition's first unfinished offset and its held ones, in one pass (runs once per
-        partition and batch over every record)."""
-        fates = self.fates
+    def _unfinished(self, tp: TopicPartitionKey) -> tuple[int | None, list[int], int | None]:
+        """The partition's first unfinished offset, its held ones and its first pending one, in
+        one pass (a partition with a record not finished: a block, a held or a pending record)."""
+        fates = self.fates[tp]
         first: int | None = None
+        pending: int | None = None
         held: list[int] = []
         for offset in self.offsets[tp]:
-            fate = fates[(tp, offset)]
+            fate = fates[offset]
             if fate is Fate.APPLIED or fate is Fate.DUPLICATE or fate is Fate.DEAD_LETTERED:  # FINISHED, without hashing the enum
                 continue
             if first is None:
                 first = offset
             if fate is Fate.HELD:
                 held.append(offset)
-        return first, held
+            elif pending is None:
+                pending = offset
+        return first, held, pending
 
     def end(self, tp: TopicPartitionKey) -> int:
         """The offset after the last record of ``tp`` this batch (or the one its carried records
@@ -182,10 +212,6 @@ class Batch:
         reason, error = self.held_why.get(tp, ("", ""))
         return Block(held[0], HELD_LIMIT, f"{len(held)} records held back (limit {self.held_limit}), the last for {reason}: {error}")
 
-    def _pending_block(self, tp: TopicPartitionKey) -> Block | None:
-        pending = next((o for o in self.offsets[tp] if self.fates[(tp, o)] is Fate.PENDING), None)
-        return None if pending is None else Block(pending, UNFINISHED, "the record was not reported finished")
-
     def positions(self, assigned: Container[TopicPartitionKey]) -> dict[TopicPartitionKey, Position]:
         """:meth:`position` of every partition of the batch that is still ``assigned`` (a partition
         revoked or lost meanwhile is not committed: its next owner re-reads from its last commit)."""
@@ -194,6 +220,16 @@ class Batch:
     def counts(self) -> dict[str, int]:
         """How many records of the batch ended in each fate (``pending``: left for a retry)."""
         out = {f.value: 0 for f in Fate}
-        for fate in self.fates.values():
-            out[fate.value] += 1
+        for fates in self.fates.values():
+            for fate in fates.values():
+                out[fate.value] += 1
         return out
+
+    def __len__(self) -> int:
+        """The records of the batch (each once)."""
+        return sum(map(len, self.fates.values()))
+
+
+def _pending_block(pending: int | None) -> Block | None:
+    """A record left pending with no block before it (a runtime bug) is re-read, not skipped."""
+    return None if pending is None else Block(pending, UNFINISHED, "the record was not reported finished")

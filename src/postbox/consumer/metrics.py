@@ -14,7 +14,9 @@ import math
 import platform
 import threading
 import time
-from bisect import bisect_left
+from bisect import bisect_right
+from functools import reduce
+from operator import add
 from collections.abc import Iterator, Sequence
 
 import confluent_kafka
@@ -76,19 +78,22 @@ class BatchHistogram:
         registry.register(self)
 
     def observe_many(self, values: Sequence[float]) -> None:
-        """Count every value (seconds; a value on a bound falls in that bound's bucket, like ``le``)."""
+        """Count every value (finite seconds; a value on a bound falls in that bound's bucket, like ``le``)."""
         if not values:
             return
-        bounds = self._bounds
-        counts = [0] * len(bounds)
-        for value in values:
-            counts[bisect_left(bounds, value)] += 1
+        # Per bucket, not per value: sorted once, each bound's cumulative count is one bisect.
+        ordered = sorted(values)
+        counts: list[int] = []
+        below = 0
+        for bound in self._bounds:
+            upto = bisect_right(ordered, bound)  # values <= bound (the last bound is +Inf)
+            counts.append(upto - below)
+            below = upto
         with self._lock:
             self._counts = [a + b for a, b in zip(self._counts, counts)]
-            total = self._sum
-            for value in values:  # in order, as one observation at a time adds them (same rounding)
-                total += value
-            self._sum = total
+            # In order, as one observation at a time adds them (same rounding; sum() compensates
+            # since Python 3.12), in C.
+            self._sum = reduce(add, values, self._sum)
 
     def collect(self) -> Iterator[Metric]:
         with self._lock:

@@ -119,6 +119,8 @@ class InFlight:
     to_apply: list[Item]
     batch: Batch
     future: "Future[Applied] | None"
+    #: Every record of the batch is applied here (``to_apply`` is all of ``items``): the common case.
+    whole: bool = False
 
 
 class Pipeline:
@@ -239,7 +241,7 @@ class Pipeline:
             to_apply = [i for i in to_apply if not batch.covers(i.tp, i.offset)]
         pairs = [(i.ref, i.fx) for i in to_apply]
         future = self._worker.submit(self._apply, pairs, self._per_node(to_apply)) if to_apply else None  # type: ignore[arg-type]  # to_apply items all carry a ref and effects
-        self._in_flight = InFlight(items, to_apply, batch, future)
+        self._in_flight = InFlight(items, to_apply, batch, future, whole=len(to_apply) == len(items))
 
     def _still_flowing(self, items: list[Item]) -> list[Item]:
         """The prepared records whose partition still flows (not revoked, not stopped by the batch
@@ -294,7 +296,7 @@ class Pipeline:
                 if tracing.enabled():
                     tracing.record_applies([(i.event, _outcome_name(r)) for i, r in zip(flight.to_apply, results) if i.event is not None],
                                            self.group, applied.started_ns, applied.ended_ns)  # fmt: skip
-                failed = self._account(flight.to_apply, results, flight.batch)
+                failed = self._account(flight.to_apply, results, flight.batch, whole=flight.whole)
                 self._dead_letter(failed, flight.batch, owe=True)
         if log.isEnabledFor(logging.DEBUG):
             log_batch(flight.items, results, flight.batch)
@@ -315,7 +317,7 @@ class Pipeline:
         self._in_flight = None
         self._worker.shutdown(wait=True)
 
-    def _account(self, items: list[Item], results: list[ApplyResult], batch: Batch) -> list[Item]:
+    def _account(self, items: list[Item], results: list[ApplyResult], batch: Batch, *, whole: bool = False) -> list[Item]:
         """Each applied record's fate; metrics counted once per topic and batch (the end-to-end
         latencies in one :meth:`~postbox.consumer.metrics.BatchHistogram.observe_many`). Returns
         the records whose effect failed (to dead-letter).
@@ -323,20 +325,32 @@ class Pipeline:
         Per batch rather than per record (this runs for every applied event): the outcomes are
         read once, the applied records picked out in one comprehension, and the rare others
         (duplicates, held, failed) go through :meth:`_account_others`. Those are done first: an
-        effect whose undo failed stops the consumer before anything of the batch is counted."""
+        effect whose undo failed stops the consumer before anything of the batch is counted.
+        ``whole``: ``items`` are every record of ``batch``; when each of them applied (the common
+        batch) the batch model marks them all at once (:meth:`Batch.finish_every`) and the
+        per-topic counts come from its partitions."""
         applied_outcome = ApplyOutcome.APPLIED
         outcomes = [r.outcome for r in results]
         if len(outcomes) == len(items) and outcomes.count(applied_outcome) == len(items):
             applied = items  # a record without a result (never: one per event) stays pending, as with zip below
             failed: list[Item] = []
         else:
+            whole = False
             applied = [i for i, o in zip(items, outcomes) if o is applied_outcome]
             failed = self._account_others([(i, r) for i, r in zip(items, results) if r.outcome is not applied_outcome], batch)
-        if applied:
+        if not applied:
+            return failed
+        if whole:
+            batch.finish_every(Fate.APPLIED)
+            per_topic: Counter[str] = Counter()
+            for (topic, _), offsets in batch.offsets.items():
+                per_topic[topic] += len(offsets)
+        else:
             batch.finish_all([(i.tp, i.offset) for i in applied], Fate.APPLIED)
-            self.metrics.end_to_end_seconds.observe_many(_latencies(applied))
-            for topic, count in Counter([i.tp[0] for i in applied]).items():
-                self._topic(topic)[1].inc(count)
+            per_topic = Counter([i.tp[0] for i in applied])
+        self.metrics.end_to_end_seconds.observe_many(_latencies(applied))
+        for topic, count in per_topic.items():
+            self._topic(topic)[1].inc(count)
         return failed
 
     def _account_others(self, others: list[tuple[Item, ApplyResult]], batch: Batch) -> list[Item]:
@@ -455,9 +469,8 @@ def _latencies(applied: list[Item]) -> list[float]:
     """Seconds from each applied event's creation (its ``created_at`` header, when it has one) to
     now; never negative (a producer's clock ahead of ours counts as 0)."""
     now = time.time()
-    created = [i.event.created_at for i in applied if i.event is not None]
-    ages = [now - c.timestamp() for c in created if c is not None]
-    return [age if age > 0.0 else 0.0 for age in ages]
+    return [age if (age := now - created.timestamp()) > 0.0 else 0.0
+            for i in applied if i.event is not None and (created := i.event.created_at) is not None]  # fmt: skip
 
 
 def _outcome_name(result: ApplyResult) -> str:

@@ -96,8 +96,7 @@ class Tally:
     def saw(self, batch: Batch, position: Position | None) -> None:
         """Note the fates of this partition's records in ``batch``; count those before ``position``."""
         tp = self.span.key
-        for offset in batch.offsets.get(tp, ()):
-            fate = batch.fates[(tp, offset)]
+        for offset, fate in batch.fates.get(tp, {}).items():
             if fate in FINISHED and self.counted_to <= offset < self.span.end:
                 self.pending.setdefault(offset, fate)
         if position is None or position.commit <= self.counted_to:
