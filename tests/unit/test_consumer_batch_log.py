@@ -14,6 +14,8 @@ from postbox.consumer.deadletter import Failure
 from postbox.consumer import pipeline
 from postbox.consumer.partition_state import PartitionState
 from postbox.consumer.logs import JsonFormatter
+from postbox.effects import ApplyResult
+from postbox.effects.engine import Outcome
 from postbox.errors import TransientEffectError
 from tests.support.kafka import StandInRecord
 
@@ -21,9 +23,9 @@ from tests.support.kafka import StandInRecord
 def test_batch_line_counts_applied_duplicates_failed_and_retried(caplog):
     item = lambda offset, failure=None: SimpleNamespace(tp=("t", 0), offset=offset, failure=failure)  # noqa: E731
     items = [item(0), item(1), item(2, Failure("DecodeError", "bad")), item(3), item(4)]
-    results = [SimpleNamespace(applied=True, duplicate=False), SimpleNamespace(applied=False, duplicate=True)]
+    results = [Outcome.APPLIED, ApplyResult("e1", Outcome.DUPLICATE)]  # the engine's verdicts: an outcome, or a full result
     with caplog.at_level(logging.DEBUG, logger="postbox.consumer"):
-        pipeline.log_batch(items, results, Blocks({("t", 0): Block(3, "connection", "down")}))  # type: ignore[arg-type]  # stand-ins with the fields it reads
+        pipeline.log_batch(items, results, Blocks({("t", 0): Block(3, "connection", "down")}))  # type: ignore[arg-type]  # stand-in items with the fields it reads
     [record] = [r for r in caplog.records if r.getMessage() == "batch finished"]
     data = json.loads(JsonFormatter().format(record))
     assert (data["records"], data["applied"], data["duplicates"], data["failed"], data["retried"]) == (5, 1, 1, 1, 2)

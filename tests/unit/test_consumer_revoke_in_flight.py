@@ -18,7 +18,6 @@ from confluent_kafka import TopicPartition
 
 from postbox.consumer import App, ConsumerConfig, ConsumerRuntime
 from postbox.consumer.partition_state import PartitionState
-from postbox.effects import ApplyResult
 from postbox.effects.durability import Durability
 from postbox.effects.engine import Outcome
 from tests.support.kafka import StandInRecord
@@ -33,10 +32,10 @@ class SlowEngine:
         self.release = threading.Event()
         self.applied: list[str] = []
 
-    def apply(self, pairs, **_kw):
+    def apply_outcomes(self, pairs, **_kw):
         assert self.release.wait(10), "never released"
         self.applied += [ref.id for ref, _fx in pairs]
-        return [ApplyResult(ref.id, Outcome.APPLIED) for ref, _fx in pairs]
+        return [Outcome.APPLIED for _pair in pairs]
 
     def durability(self) -> Durability:
         return Durability(True, "appendfsync", "appendfsync always")

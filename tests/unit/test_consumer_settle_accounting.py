@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 
 from postbox.consumer import App, ConsumerConfig, ConsumerRuntime
 from postbox.consumer.partition_state import PartitionState
-from postbox.effects import ApplyResult
 from postbox.effects.durability import Durability
 from postbox.effects.engine import Outcome
 from tests.support.kafka import StandInRecord
@@ -32,8 +31,9 @@ class ScriptedEngine:
     def __init__(self, outcomes: list[Outcome]) -> None:
         self.outcomes = outcomes
 
-    def apply(self, pairs, **_kw):
-        return [ApplyResult(ref.id, outcome) for (ref, _fx), outcome in zip(pairs, self.outcomes)]
+    def apply_outcomes(self, pairs, **_kw):
+        """As EffectsEngine.apply_outcomes: an applied or duplicate event's verdict is its outcome."""
+        return [outcome for _pair, outcome in zip(pairs, self.outcomes)]
 
     def durability(self) -> Durability:
         return Durability(True, "appendfsync", "appendfsync always")

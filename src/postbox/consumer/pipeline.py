@@ -56,7 +56,7 @@ from postbox.consumer.metrics import Metrics
 from postbox.consumer.partitions import Partitions
 from postbox.effects import ApplyResult, Effects, EffectsEngine, EventRef
 from postbox.effects import Outcome as ApplyOutcome
-from postbox.errors import TransientEffectError
+from postbox.errors import EffectEngineError, TransientEffectError
 from postbox.events import Event
 
 log = logging.getLogger("postbox.consumer")
@@ -97,12 +97,17 @@ class Prepared:
     blocks: Blocks
 
 
+#: One event's verdict from :meth:`EffectsEngine.apply_outcomes`: the outcome itself when it
+#: applied or was a duplicate, its full result otherwise (failed, retry).
+Verdict = ApplyOutcome | ApplyResult
+
+
 @dataclass(frozen=True)
 class Applied:
-    """What the worker hands back: the results, and when the apply started and ended (the metric,
+    """What the worker hands back: the verdicts, and when the apply started and ended (the metric,
     and the apply spans when tracing is on)."""
 
-    results: list[ApplyResult]
+    results: list[Verdict]
     started_ns: int
     ended_ns: int
 
@@ -264,10 +269,11 @@ class Pipeline:
         self._carried_ends = {tp: end for tp, end in self._carried_ends.items() if tp in states}
 
     def _apply(self, pairs: list[tuple[EventRef, Effects]], per_node: dict[str, Any]) -> Applied:
-        """In the worker: one engine.apply, then the durability check (``require_durable``)."""
+        """In the worker: one engine.apply (its outcomes: no result object per event that went
+        well), then the durability check (``require_durable``)."""
         started_ns = time.time_ns()
         try:
-            results = self.engine.apply(pairs, **per_node)
+            results = self.engine.apply_outcomes(pairs, **per_node)
             durability = self.engine.durability()
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             raise TransientEffectError(f"Redis unreachable: {exc}", reason="connection") from exc
@@ -283,7 +289,7 @@ class Pipeline:
         flight, self._in_flight = self._in_flight, None
         if flight is None:
             return False
-        results: list[ApplyResult] = []
+        results: list[Verdict] = []
         if flight.future is not None:
             try:
                 applied = flight.future.result()
@@ -317,7 +323,7 @@ class Pipeline:
         self._in_flight = None
         self._worker.shutdown(wait=True)
 
-    def _account(self, items: list[Item], results: list[ApplyResult], batch: Batch, *, whole: bool = False) -> list[Item]:
+    def _account(self, items: list[Item], results: list[Verdict], batch: Batch, *, whole: bool = False) -> list[Item]:
         """Each applied record's fate; metrics counted once per topic and batch (the end-to-end
         latencies in one :meth:`~postbox.consumer.metrics.BatchHistogram.observe_many`). Returns
         the records whose effect failed (to dead-letter).
@@ -330,14 +336,14 @@ class Pipeline:
         batch) the batch model marks them all at once (:meth:`Batch.finish_every`) and the
         per-topic counts come from its partitions."""
         applied_outcome = ApplyOutcome.APPLIED
-        outcomes = [r.outcome for r in results]
-        if len(outcomes) == len(items) and outcomes.count(applied_outcome) == len(items):
+        if len(results) == len(items) and results.count(applied_outcome) == len(items):  # verdicts: the outcome itself
             applied = items  # a record without a result (never: one per event) stays pending, as with zip below
             failed: list[Item] = []
         else:
             whole = False
+            outcomes = [_outcome(r) for r in results]
             applied = [i for i, o in zip(items, outcomes) if o is applied_outcome]
-            failed = self._account_others([(i, r) for i, r in zip(items, results) if r.outcome is not applied_outcome], batch)
+            failed = self._account_others([(i, r) for i, r, o in zip(items, results, outcomes) if o is not applied_outcome], batch)
         if not applied:
             return failed
         if whole:
@@ -353,16 +359,18 @@ class Pipeline:
             self._topic(topic)[1].inc(count)
         return failed
 
-    def _account_others(self, others: list[tuple[Item, ApplyResult]], batch: Batch) -> list[Item]:
+    def _account_others(self, others: list[tuple[Item, Verdict]], batch: Batch) -> list[Item]:
         """The records of a batch not applied: duplicates finished, held records carried, failed
         effects returned (to dead-letter)."""
         duplicates: Counter[str] = Counter()
         skipped: list[tuple[TopicPartitionKey, int]] = []
         failed: list[Item] = []
         for item, result in others:
-            if result.duplicate:
+            if _outcome(result) is ApplyOutcome.DUPLICATE:
                 skipped.append((item.tp, item.offset))
                 duplicates[item.tp[0]] += 1
+            elif not isinstance(result, ApplyResult):  # never: a failure or a retry comes as its result
+                raise EffectEngineError(f"the engine gave event {_event_id(item)} the verdict {result!r} without its result")
             elif result.retry:
                 batch.hold(item.tp, item.offset, result.reason or "retry", result.error or "")
             else:
@@ -473,9 +481,13 @@ def _latencies(applied: list[Item]) -> list[float]:
             for i in applied if i.event is not None and (created := i.event.created_at) is not None]  # fmt: skip
 
 
-def _outcome_name(result: ApplyResult) -> str:
+def _outcome(verdict: Verdict) -> ApplyOutcome:
+    return verdict if isinstance(verdict, ApplyOutcome) else verdict.outcome
+
+
+def _outcome_name(verdict: Verdict) -> str:
     """``applied``, ``duplicate``, ``failed``, or ``retry`` (held back by a Redis Cluster node that is down)."""
-    return result.outcome.value
+    return _outcome(verdict).value
 
 
 def _origin(item: Item) -> Origin:
@@ -494,7 +506,7 @@ def _event_id(item: Item) -> str | None:
     return None
 
 
-def log_batch(items: list[Item], results: list[ApplyResult], batch: Batch) -> None:
+def log_batch(items: list[Item], results: list[Verdict], batch: Batch) -> None:
     """One DEBUG line per batch with its outcome counts, before its offsets are committed.
 
     Metrics die with a SIGKILLed process; these lines stay in its log, so the fault suite can
@@ -503,8 +515,8 @@ def log_batch(items: list[Item], results: list[ApplyResult], batch: Batch) -> No
     log_event(
         log, logging.DEBUG, "batch finished",
         records=len(items),
-        applied=sum(1 for r in results if r.applied),
-        duplicates=sum(1 for r in results if r.duplicate),
+        applied=sum(1 for r in results if _outcome(r) is ApplyOutcome.APPLIED),
+        duplicates=sum(1 for r in results if _outcome(r) is ApplyOutcome.DUPLICATE),
         failed=sum(1 for i in items if i.failure is not None and i.failure.kind == classes.PERMANENT),
         retried=sum(1 for i in items if batch.covers(i.tp, i.offset)),
         partitions=",".join(f"{t}[{p}]" for t, p in sorted({i.tp for i in items})),
