@@ -486,7 +486,7 @@ class EffectsEngine:
         if not self.legacy_markers:
             return None
         first = keys[:1]
-        if first and self.layout.group_unescaped and first[0].startswith(b"{%s}" % tag):
+        if first and self.layout.group_unescaped and first[0].startswith(b"{" + tag + b"}"):
             return None  # keyed by its routing tag (aggregate_keys): the legacy key is the current marker
         anchor = legacy_anchor(first, eid)
         if anchor == tag and self.layout.group_unescaped:

@@ -97,7 +97,7 @@ def tag_text(text: str | bytes) -> bytes:
     """The text written between braces for a routing tag: ``text`` itself when it can sit there
     (non-empty, no ``}``, at most :data:`MAX_TAG_BYTES`), else the canonical tag of its slot, so
     the key still lands in the slot a ``{<text>}`` key would."""
-    raw = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+    raw = text if type(text) is bytes else text.encode("utf-8") if isinstance(text, str) else bytes(text)  # the engine passes bytes
     if raw and b"}" not in raw and len(raw) <= MAX_TAG_BYTES:
         return raw
     return slot_tag(crc_hqx(raw, 0) % SLOTS)
