@@ -25,6 +25,9 @@ database's:
   reference_check  the same into an unpartitioned copy whose rules are the table CHECK the outbox
                    had before #17 (text columns) instead of domain types: the CHECK's own cost
   reference_message business INSERT + pg_logical_emit_message(true, ...)  (no table row at all)
+  reference_folded the hand-made outbox INSERT folded into the business INSERT as a data-modifying
+                   CTE (one statement: what execute_and_emit sends, without postbox), the database's
+                   own figure for the folded form, as ``reference`` is for a separate statement
 
 and, for batches, the same N events written by hand (ids and payload bytes made in advance, no
 postbox code), each in one transaction, interleaved with ``batch``:
@@ -110,6 +113,9 @@ REFERENCE_SQL = {
     # A transactional logical decoding message: in the WAL with the commit, no row, no index.
     "reference_message": "SELECT pg_logical_emit_message(true, 'postbox.outbox', %s::bytea)",
 }
+#: The business INSERT with the hand-made outbox INSERT folded in (one statement), as execute_and_emit folds.
+REFERENCE_FOLDED_SQL = ("WITH postbox_event AS (INSERT INTO postbox.outbox (id, aggregate_type, aggregate_id, event_type, payload)"
+                        " VALUES (%s, 'order', %s, 'OrderPlaced', %s)) " + BUSINESS_SQL)
 
 
 def admin_url() -> str:
@@ -177,6 +183,9 @@ def one_tx(kind: str, conn: psycopg.Connection, outbox: Outbox, outbox_delete: O
         with conn.pipeline(), conn.transaction():
             conn.execute(BUSINESS_SQL, ("c-1", i))
             conn.execute(REFERENCE_SQL[kind], ref.params(kind, i))
+    elif kind == "reference_folded":
+        with conn.pipeline(), conn.transaction():
+            conn.execute(REFERENCE_FOLDED_SQL, (*ref.params("reference", i), "c-1", i))
     elif kind == "emit_folded":
         with conn.pipeline(), conn.transaction():
             outbox.execute_and_emit(conn, BUSINESS_SQL, ("c-1", i), "order", f"o-{i}", "OrderPlaced", PAYLOAD)
@@ -292,9 +301,9 @@ def measure_costs(kinds: list[str], url: str, outboxes: Outboxes, payload: bytes
     n = 0
     with psycopg.connect(url) as conn:
         pid = conn.info.backend_pid
-        for kind in kinds:
-            for w in range(20):
-                one_tx(kind, conn, *outboxes, ref, -1 - w)
+        for k, kind in enumerate(kinds):
+            for w in range(20):  # warm up; negative numbers, none shared by two scenarios (ids)
+                one_tx(kind, conn, *outboxes, ref, -1 - w - 20 * k)
         for b in range(blocks):
             for kind in kinds if b % 2 == 0 else reversed(kinds):
                 before = Cpu.now(pid)
@@ -378,6 +387,8 @@ RATIOS = [
     ("emit_general_tps_ratio", "emit_general_cpu_ratio", "emit_general", "base"),
     ("emit_vs_general", "emit_vs_general_cpu", "emit", "emit_general"),
     ("emit_folded_tps_ratio", "emit_folded_cpu_ratio", "emit_folded", "base"),
+    ("reference_folded_tps_ratio", "reference_folded_cpu_ratio", "reference_folded", "base"),
+    ("emit_folded_vs_reference_folded", "emit_folded_vs_reference_folded_cpu", "emit_folded", "reference_folded"),
     ("emit_delete_tps_ratio", "emit_delete_cpu_ratio", "emit_delete", "base"),
     ("emit_separate_round_trip_tps_ratio", None, "emit_plain", "base_plain"),
     ("reference_tps_ratio", "reference_cpu_ratio", "reference", "base"),
@@ -423,7 +434,8 @@ def main() -> None:
                 Outbox(codec=GeneralPathCodec(codec.repository), retention=Retention.PARTITIONS))
     payload = codec.encode("order", "OrderPlaced", PAYLOAD)
     load_before = os.getloadavg()
-    kinds = ["base", "emit", "emit_general", "emit_folded", "emit_delete", "base_plain", "emit_plain", *REFERENCE_SQL]
+    kinds = ["base", "emit", "emit_general", "emit_folded", "emit_delete", "base_plain", "emit_plain", *REFERENCE_SQL,
+             "reference_folded"]
     results: dict[str, list[Round]] = {k: [] for k in kinds}
     for r in range(rounds):
         order = kinds if r % 2 == 0 else list(reversed(kinds))  # interleave against drift
@@ -448,7 +460,7 @@ def main() -> None:
         "seconds_per_round": seconds,
         "rounds": rounds,
         **{f"{kind}_tps": round(tps[kind], 1) for kind in ("base", "emit", "emit_delete", "base_plain", "emit_plain",
-                                                            "emit_folded", "reference")},
+                                                            "emit_folded", "reference", "reference_folded")},
         **ratios(tps, total, RATIOS),
         "batch_size": batch,
         **{f"{kind}_events_per_s": round(eps[kind], 1) for kind in BATCH_KINDS},
@@ -477,6 +489,7 @@ def main() -> None:
         ("+ hand-made INSERT, unpartitioned table", "reference_plain", "base"),
         ("+ the same, old table CHECK, no domains", "reference_check", "base"),
         ("+ pg_logical_emit_message(true, ...)", "reference_message", "base"),
+        ("+ hand-made INSERT folded into it (CTE)", "reference_folded", "base"),
     ]:
         print(f"{label:<48}{tps[kind]:>10.1f}{tps[kind] / tps[base]:>10.3f}"
               f"{cost[kind][0]:>11.1f}{cost[kind][1]:>11.1f}{total[base] / total[kind]:>12.3f}")
@@ -487,6 +500,7 @@ def main() -> None:
     print(f"{'retention of ' + str(retention_rows) + ' rows: DROP partition (s)':<48}{drop_s:>10.4f}")
     print(f"{'retention of ' + str(retention_rows) + ' rows: DELETE + VACUUM (s)':<48}{delete_s:>10.4f}")
     print(f"{'emit vs the hand-made reference':<48}{'':>10}{tps['emit'] / tps['reference']:>10.3f}")
+    print(f"{'execute_and_emit vs the hand-made folded CTE':<48}{'':>10}{tps['emit_folded'] / tps['reference_folded']:>10.3f}")
     print(f"load average (1 min) before/after: {load_before[0]:.1f}/{load_after[0]:.1f} on {os.cpu_count()} CPUs")
     if not args.keep_db:
         with psycopg.connect(admin, autocommit=True) as conn:
