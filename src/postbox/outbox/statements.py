@@ -14,6 +14,7 @@ connection, from the first emit on, instead of after psycopg's default five exec
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -71,6 +72,17 @@ FOLDED_CTE = "postbox_event"
 _LEADING_WITH = re.compile(r"\A\s*WITH(\s+RECURSIVE)?\s", re.IGNORECASE)
 
 
+@functools.lru_cache(maxsize=256)
+def _folded_text(query: str) -> str:
+    """``query`` with the outbox INSERT as its first CTE; made once per query text (a caller runs
+    the same few statements again and again, and psycopg then finds the same prepared statement)."""
+    insert = f"{FOLDED_CTE} AS ({INSERT_SQL})"
+    match = _LEADING_WITH.match(query)
+    if match:
+        return f"{query[:match.end()]}{insert}, {query[match.end():]}"
+    return f"WITH {insert} {query}"
+
+
 def fold_into(query: str, params: Sequence[Any] | None, row: PreparedRow, retention: Retention) -> list[Statement]:
     """The caller's statement with the outbox INSERT folded in as a data-modifying CTE.
 
@@ -86,13 +98,7 @@ def fold_into(query: str, params: Sequence[Any] | None, row: PreparedRow, retent
             "execute_and_emit takes the query's parameters as a sequence (positional %s/%b placeholders), "
             f"not {type(params).__name__}: the event's parameters are placed before them"
         )
-    insert = f"{FOLDED_CTE} AS ({INSERT_SQL})"
-    match = _LEADING_WITH.match(query)
-    if match:
-        folded = f"{query[:match.end()]}{insert}, {query[match.end():]}"
-    else:
-        folded = f"WITH {insert} {query}"
-    out: list[Statement] = [(folded, (*row.params, *(params or ())))]
+    out: list[Statement] = [(_folded_text(query), (*row.params, *(params or ())))]
     if retention is Retention.DELETE:
         out.append((DELETE_SQL, (row.event.id,)))
     return out
