@@ -54,13 +54,16 @@ SLOTS = 16384
 #: Longest routing tag written into a key as is; a longer one (a huge aggregate id) is replaced
 #: by the slot's canonical tag so markers stay short.
 MAX_TAG_BYTES = 256
+#: The hash tag's braces as byte values: ``bytes.find``/``in`` with an int is a plain memchr, with
+#: a one-byte ``bytes`` it takes the needle's buffer first (~4x slower; this runs once per event).
+_OPEN, _CLOSE = ord("{"), ord("}")
 
 
 def hashed_part(key: bytes) -> bytes:
     """The part of ``key`` Redis Cluster hashes: its hash tag if it has a non-empty one, else all."""
-    start = key.find(b"{")
+    start = key.find(_OPEN)
     if start >= 0:
-        end = key.find(b"}", start + 1)
+        end = key.find(_CLOSE, start + 1)
         if end > start + 1:
             return key[start + 1 : end]
     return key
@@ -98,7 +101,7 @@ def tag_text(text: str | bytes) -> bytes:
     (non-empty, no ``}``, at most :data:`MAX_TAG_BYTES`), else the canonical tag of its slot, so
     the key still lands in the slot a ``{<text>}`` key would."""
     raw = text if type(text) is bytes else text.encode("utf-8") if isinstance(text, str) else bytes(text)  # the engine passes bytes
-    if raw and b"}" not in raw and len(raw) <= MAX_TAG_BYTES:
+    if raw and _CLOSE not in raw and len(raw) <= MAX_TAG_BYTES:
         return raw
     return slot_tag(crc_hqx(raw, 0) % SLOTS)
 
