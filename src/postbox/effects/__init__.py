@@ -5,7 +5,7 @@
   :class:`ApplyResult` per event (applied / duplicate / failed).
 - :class:`EventRef`, :func:`event_ref` — an event's identity for the engine: its id and routing tag
   (the dedupe marker is a function of the group and this, never of the effects).
-- :func:`aggregate_keys`, :func:`hash_tag`, :func:`key_slot` — keys that share a cluster slot.
+- :func:`aggregate_keys` (a :class:`KeyMaker`), :func:`hash_tag`, :func:`key_slot` — keys that share a cluster slot.
 - :func:`check_durability` — whether an acknowledged apply survives a crash.
 - Errors: :class:`TransientEffectError` (retry), :class:`PermanentEffectError` and
   :class:`CrossSlotEffectError` (dead-letter), :class:`InvalidEffectError` (handler bug, permanent),
@@ -24,7 +24,7 @@ from postbox.effects.engine import (
     EffectsEngine,
     Outcome,
 )
-from postbox.effects.keys import EventRef, KeyLayout, RoutingKey, aggregate_keys, event_ref, hash_tag, key_slot
+from postbox.effects.keys import EventRef, KeyLayout, KeyMaker, RoutingKey, aggregate_keys, event_ref, hash_tag, key_slot
 from postbox.errors import (
     CrossSlotEffectError,
     EffectConfigError,
@@ -52,6 +52,7 @@ __all__ = [
     "EventRef",
     "InvalidEffectError",
     "KeyLayout",
+    "KeyMaker",
     "Outcome",
     "PermanentEffectError",
     "RoutingKey",
