@@ -48,11 +48,13 @@ class Outbox(OutboxCore[Connection]):
         returns the cursor holding the query's results, and the event."""
         text = query if isinstance(query, str) else query.as_string(conn)
         plan = self.plan_folded(text, params, aggregate_type, aggregate_id, event_type, payload, options)
-        first, *more = plan.statements
-        with self.sending(conn), conn.pipeline() if more else nullcontext():
-            cur = conn.execute(*first, prepare=True)  # the caller reads its statement's results here
-            if more:
-                self._execute(conn, more)
+        statements = plan.statements
+        with self.sending(conn):
+            if len(statements) == 1:  # the caller reads its statement's results on this cursor
+                return conn.execute(*statements[0], prepare=True), plan.events[0]
+            with conn.pipeline():  # and a DELETE (retention delete): one round trip
+                cur = conn.execute(*statements[0], prepare=True)
+                self._execute(conn, statements[1:])
         return cur, plan.events[0]
 
     def _send(self, conn: Connection, statements: list[Statement]) -> None:
