@@ -12,6 +12,7 @@ short-reply case committed offset 4, past the two records that had no result.
 
 from __future__ import annotations
 
+import pytest
 import redis
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -20,6 +21,7 @@ from postbox.consumer import App, ConsumerConfig, ConsumerRuntime
 from postbox.consumer.partition_state import PartitionState
 from postbox.effects.durability import Durability
 from postbox.effects.engine import Outcome
+from postbox.errors import EffectEngineError
 from tests.support.kafka import StandInRecord
 
 
@@ -129,3 +131,12 @@ def test_a_whole_batch_applied_commits_every_partition_and_counts_each_topic() -
     assert runtime.metrics.value("postbox_consumer_events_applied_total", topic="t") == 7
     assert runtime.metrics.value("postbox_consumer_events_applied_total", topic="u") == 2
     assert runtime.partitions.consumer.paused == []  # type: ignore[union-attr]  # the stand-in
+
+
+def test_a_failure_verdict_without_its_details_stops_the_consumer_and_commits_nothing() -> None:
+    """apply_outcomes gives a failed or retried event as its full result (error, command); a bare
+    FAILED outcome would leave nothing to dead-letter, so settle raises an engine error (the
+    consumer stops, exit 3) instead of guessing. Shown to fail without that check (an
+    AttributeError on the bare outcome)."""
+    with pytest.raises(EffectEngineError, match="without its result"):
+        _settled([Outcome.APPLIED, Outcome.FAILED], 2)
