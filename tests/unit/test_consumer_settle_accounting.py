@@ -77,6 +77,7 @@ def _count(runtime: ConsumerRuntime, name: str) -> float:
 def test_the_commit_is_past_every_applied_or_duplicate_record(outcomes: list[Outcome]) -> None:
     runtime = _settled(outcomes, len(outcomes))
     assert runtime.states[("t", 0)].done == len(outcomes)
+    assert _count(runtime, "postbox_consumer_events_consumed_total") == len(outcomes)  # one topic: counted per batch
     assert _count(runtime, "postbox_consumer_events_applied_total") == outcomes.count(Outcome.APPLIED)
     assert _count(runtime, "postbox_consumer_duplicates_skipped_total") == outcomes.count(Outcome.DUPLICATE)
 
@@ -130,6 +131,8 @@ def test_a_whole_batch_applied_commits_every_partition_and_counts_each_topic() -
     assert {tp: state.done for tp, state in runtime.states.items()} == {("t", 0): 13, ("u", 1): 15, ("t", 2): 19}
     assert runtime.metrics.value("postbox_consumer_events_applied_total", topic="t") == 7
     assert runtime.metrics.value("postbox_consumer_events_applied_total", topic="u") == 2
+    assert runtime.metrics.value("postbox_consumer_events_consumed_total", topic="t") == 7
+    assert runtime.metrics.value("postbox_consumer_events_consumed_total", topic="u") == 2
     assert runtime.partitions.consumer.paused == []  # type: ignore[union-attr]  # the stand-in
 
 

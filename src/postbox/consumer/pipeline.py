@@ -197,7 +197,9 @@ class Pipeline:
                 append(Item(msg, tp, msg.offset()))  # type: ignore[arg-type]  # likewise
         if items:
             self.metrics.batch_size.labels(self.group).observe(len(items))
-            for topic, count in Counter(i.tp[0] for i in items).items():
+            topics = {topic for topic, _ in flowing}  # per partition, not per record
+            counts = {topics.pop(): len(items)} if len(topics) == 1 else Counter(i.tp[0] for i in items)
+            for topic, count in counts.items():
                 self._topic(topic)[0].inc(count)
         return items
 
