@@ -4,15 +4,17 @@ One reused plain ``psycopg.Cursor`` per connection instead of ``conn.execute`` (
 Transformers and a dumper lookup per parameter on every emit). What a user relies on and these
 tests check on the real database: the emit works whatever cursor class the caller configured (a
 ``RawCursor`` factory made every emit a server syntax error before, aborting the caller's
-transaction), a failed emit leaves the connection's next transaction able to emit, and threads
-sharing a connection lose no event.
+transaction), a failed emit leaves the connection's next transaction able to emit, threads
+sharing a connection lose no event, and the cursor never keeps a dropped connection alive.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 import uuid
+import weakref
 from typing import Any
 
 import psycopg
@@ -104,3 +106,17 @@ def test_threads_sharing_a_connection_lose_no_event(settings: Settings, admin_co
         conn.commit()
     assert errors == []
     assert rows_with(admin_conn, agg_id) == 450
+
+
+def test_the_writers_cursor_does_not_keep_a_connection_alive(settings: Settings) -> None:
+    """The cursor is kept on its connection: a closed and dropped connection must still be freed
+    (a cache keyed by the connection would keep every connection an app ever emitted on)."""
+    outbox = Outbox(encoding="json")
+    conn = psycopg.connect(settings.database_url)
+    with conn.transaction(force_rollback=True):
+        outbox.emit(conn, "t17x1", "gc", "Happened", {"n": 1})
+    conn.close()
+    ref = weakref.ref(conn)
+    del conn
+    gc.collect()
+    assert ref() is None
