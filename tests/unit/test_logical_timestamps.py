@@ -9,6 +9,7 @@ at 2**37 s instead of 2**32 s (a millisecond read 7 µs off in the year 6325), a
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Callable
 
 import pytest
@@ -57,3 +58,25 @@ def test_timestamp_millis_is_fastavros_reading(value: int) -> None:
 @example(-_EXACT_SECONDS * 10**6 + 1)
 def test_timestamp_micros_is_fastavros_reading(value: int) -> None:
     _same(_timestamp_micros, LOGICAL_READERS["long-timestamp-micros"], value, {"type": "long", "logicalType": "timestamp-micros"})
+
+
+@pytest.mark.parametrize("reader, theirs, value", [
+    (_timestamp_millis, "long-timestamp-millis", -1),
+    (_timestamp_millis, "long-timestamp-millis", -86_400_000 * 365 * 30),
+    (_timestamp_micros, "long-timestamp-micros", -1),
+])
+def test_a_time_before_1970_is_read_without_fromtimestamp(monkeypatch: pytest.MonkeyPatch, reader: Callable[..., Any],
+                                                          theirs: str, value: int) -> None:
+    """On Windows ``datetime.fromtimestamp`` of a negative time raises OSError (CPython issue 36439,
+    why fastavro does not use it): a time before 1970 must take fastavro's reader on every platform.
+    Simulated here; shown to fail with the fast path's lower bound at -2**32 s."""
+    from postbox.codec import logical_fields
+
+    def windows_fromtimestamp(seconds: float, tz: Any) -> Any:
+        if seconds < 0:
+            raise OSError(22, "Invalid argument")
+        return datetime.fromtimestamp(seconds, tz)
+
+    monkeypatch.setattr(logical_fields, "_from_timestamp", windows_fromtimestamp)
+    kind = {"type": "long", "logicalType": theirs.split("-", 1)[1]}
+    assert reader(value, kind, None) == LOGICAL_READERS[theirs](value, kind, None)

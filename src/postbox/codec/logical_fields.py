@@ -10,8 +10,8 @@ conversions to run afterwards: fastavro's OWN logical readers, called with the s
 fastavro passes them, so the payload is the same value — except the two timestamps
 (``timestamp-millis``/``-micros``, on most events), which are converted by :func:`_timestamp_millis`
 and :func:`_timestamp_micros`: ``datetime.fromtimestamp`` (~0.26 µs) instead of fastavro's
-``epoch + timedelta(...)`` (~0.7 µs), exact where a float holds the instant to better than half a
-microsecond, fastavro's own reader everywhere else.
+``epoch + timedelta(...)`` (~0.7 µs), from 1970 to 2106 (where a float holds the instant to
+better than half a microsecond), fastavro's own reader before and after.
 
 Only what is safe by construction takes this path: a record whose logical types all sit directly
 on its top-level fields, over a primitive type fastavro has a reader for. A logical type anywhere
@@ -69,8 +69,9 @@ def plain_reading(parsed: dict[str, Any] | Any) -> tuple[dict[str, Any], tuple[C
 #: double's 53 bits less the 31 of the seconds), under half of a datetime's 1 µs resolution. The
 #: quotient ``value / 1000`` (or ``/ 1_000_000``) is the double nearest the instant, and the instant
 #: is a whole number of microseconds, so ``fromtimestamp``'s rounding to the microsecond gives it
-#: exactly — fastavro's value. 2**32 s is 2106-02-07; later or earlier than -2**32 s (1833), and
-#: fastavro's reader converts (and raises what it raises for a year beyond 9999).
+#: exactly — fastavro's value. 2**32 s is 2106-02-07; later, and fastavro's reader converts (and
+#: raises what it raises for a year beyond 9999). So does it before 1970: ``fromtimestamp`` of a
+#: negative time raises OSError on Windows (why fastavro does not use it, CPython issue 36439).
 _EXACT_SECONDS = 2**32
 _EXACT_MILLIS = _EXACT_SECONDS * 1000
 _EXACT_MICROS = _EXACT_SECONDS * 1_000_000
@@ -82,14 +83,14 @@ _fastavro_micros = LOGICAL_READERS["long-timestamp-micros"]
 
 def _timestamp_millis(value: int, writer_schema: Any = None, reader_schema: Any = None) -> Any:
     """fastavro's ``timestamp-millis`` reading (an aware UTC datetime), at a third of its cost."""
-    if -_EXACT_MILLIS < value < _EXACT_MILLIS:
+    if 0 <= value < _EXACT_MILLIS:
         return _from_timestamp(value / 1000, _UTC)
     return _fastavro_millis(value, writer_schema, reader_schema)
 
 
 def _timestamp_micros(value: int, writer_schema: Any = None, reader_schema: Any = None) -> Any:
     """fastavro's ``timestamp-micros`` reading (an aware UTC datetime), at a third of its cost."""
-    if -_EXACT_MICROS < value < _EXACT_MICROS:
+    if 0 <= value < _EXACT_MICROS:
         return _from_timestamp(value / 1_000_000, _UTC)
     return _fastavro_micros(value, writer_schema, reader_schema)
 
