@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import random
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from postbox.consumer import Backoff, Failure, dlq_headers, dlq_topic
 from postbox.consumer.deadletter import DLQ_HEADERS, one_line
@@ -64,3 +66,17 @@ def test_created_at_parsing():
     assert parse_created_at("1714979289123") == expected  # epoch millis
     assert parse_created_at("1714979289123000") == expected  # epoch micros
     assert parse_created_at("yesterday") is None and parse_created_at(None) is None
+    # a date with a UTC designator: midnight UTC (3.11's fromisoformat alone refuses it; #14.2
+    # parses the common form directly and must still read this one)
+    assert parse_created_at("2024-05-06Z") == datetime(2024, 5, 6, tzinfo=timezone.utc)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.datetimes(timezones=st.just(timezone.utc)), st.sampled_from(["auto", "milliseconds", "microseconds", "seconds"]))
+def test_created_at_reads_every_iso_form_debezium_or_the_writer_sends(when: datetime, timespec: str):
+    """#14.2: ``Z``, ``+00:00`` and an offset read as the same instant, at every precision."""
+    text = when.isoformat(timespec=timespec)
+    expected = datetime.fromisoformat(text)
+    assert parse_created_at(text) == expected
+    assert parse_created_at(text.replace("+00:00", "Z")) == expected
+    assert parse_created_at(expected.astimezone(timezone(timedelta(hours=-7))).isoformat(timespec=timespec)) == expected
