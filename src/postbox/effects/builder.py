@@ -359,6 +359,16 @@ def _bytes(value: object, what: str) -> bytes:
 
 
 def _value(value: object, what: str) -> bytes:
+    # The common exact types first, without a call (a subclass, bool included, takes the checks below).
+    if type(value) is str:
+        try:
+            return value.encode()
+        except UnicodeEncodeError:
+            pass  # named by _bytes below
+    elif type(value) is bytes:
+        return value
+    elif type(value) is int:
+        return str(value).encode()
     if isinstance(value, (bytes, str, bytearray, memoryview)):
         return _bytes(value, what)
     if isinstance(value, bool):
