@@ -68,6 +68,7 @@ from postbox.effects.durability import Durability, check_durability
 from postbox.effects.keys import EventRef, KeyLayout, describe_slots, key_slot, legacy_anchor, tag_text
 from postbox.effects.nodes import NodeHealth, Placement, plan_waves
 from postbox.effects.script import ApplyScript, build_script, default_functions_dir
+from postbox.effects.wire import Command, round_trip
 from postbox.redis_client import login_error
 from postbox.errors import (
     CrossSlotEffectError,
@@ -744,22 +745,18 @@ class EffectsEngine:
         return reply
 
     def _send(self, client: redis.Redis, calls: list[_Call], waitaof: bool, *, asking: bool = False) -> list[Any]:
+        """One round trip to ``client``'s node: [ASKING,] the calls' EVALSHAs [, WAITAOF], packed
+        by :func:`postbox.effects.wire.round_trip`; the calls' replies, an error reply as its
+        exception object. Raises the classified error for a connection error or timeout, or
+        when WAITAOF did not confirm."""
         sha = self.script.sha
+        commands: list[Command] = [(b"ASKING",)] if asking else []
+        for call in calls:
+            commands.append((b"EVALSHA", sha, len(call.keys), *call.keys, *call.argv))
+        if waitaof:
+            commands.append((b"WAITAOF", 1, 0, self.waitaof_timeout_ms))
         try:
-            if len(calls) == 1 and not waitaof and not asking:
-                call = calls[0]
-                try:
-                    return [client.evalsha(sha, len(call.keys), *call.keys, *call.argv)]
-                except ResponseError as exc:
-                    return [exc]
-            pipe = client.pipeline(transaction=False)
-            if asking:
-                pipe.execute_command("ASKING")  # type: ignore[no-untyped-call]
-            for call in calls:
-                pipe.evalsha(sha, len(call.keys), *call.keys, *call.argv)
-            if waitaof:
-                pipe.execute_command("WAITAOF", 1, 0, self.waitaof_timeout_ms)  # type: ignore[no-untyped-call]
-            replies = pipe.execute(raise_on_error=False)
+            replies = round_trip(client, commands)
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             raise self._classify(exc) from exc
         if asking:

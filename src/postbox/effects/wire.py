@@ -1,0 +1,63 @@
+"""Send the engine's commands to one Redis node as packed RESP, on a connection of its pool.
+
+Why not ``client.evalsha`` / ``client.pipeline()``: redis-py packs every command through
+``HiredisRespSerializer.pack``, which runs a Python generator over the arguments before handing
+them to hiredis; an apply call carries ~5 arguments per event, so that generator cost ~0.6 µs
+per event of GIL-holding time in the apply worker (500-event calls, one HINCRBY each), time the
+consumer's loop thread waits for. Here the whole round (``ASKING``, the EVALSHA calls, ``WAITAOF``)
+is packed by ``hiredis.pack_command`` alone and written at once.
+
+What stays redis-py's: the connection pool, connecting and its health check
+(``send_packed_command``), the reply parser and its error classes (``read_response``: NOSCRIPT,
+MOVED, ASK, BUSY, ... come back as the same exception types), and the client's retry policy
+(``conn.retry``: a connection error or timeout disconnects, then resends the round, as
+redis-py's own pipeline does — safe, because an event whose call ran comes back a duplicate).
+What is not: redis-py's per-command observability hooks (OpenTelemetry command metrics) do not
+see these calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import hiredis
+import redis
+from redis.exceptions import ResponseError
+
+#: One command: its name and arguments (bytes, str or int), as ``hiredis.pack_command`` takes them.
+Command = tuple[bytes | str | int, ...]
+
+
+def round_trip(client: redis.Redis, commands: Sequence[Command]) -> list[Any]:
+    """Send ``commands`` in one write and read one reply per command, in order. An error reply
+    comes back as its exception object (like ``pipeline.execute(raise_on_error=False)``) after
+    every reply was read, so the connection stays in step; a connection error or timeout raises
+    (``redis.ConnectionError`` / ``redis.TimeoutError``) once the client's retries are spent."""
+    packed = [b"".join([hiredis.pack_command(command) for command in commands])]  # type: ignore[arg-type]  # hiredis's stub types the tuple as of one item; it takes any length
+    pool = client.connection_pool
+    own = client.connection  # a single-connection client: its one connection, under its lock
+    conn: Any = own or pool.get_connection()  # redis-py's Connection methods are untyped
+    if own is not None:
+        client.single_connection_lock.acquire()
+    try:
+        replies: list[Any] = conn.retry.call_with_retry(lambda: _exchange(conn, packed, len(commands)), lambda _error: conn.disconnect())
+        return replies
+    finally:
+        if conn.should_reconnect():  # the server announced maintenance: reconnect before next use, as redis-py does
+            conn.disconnect()
+        if own is not None:
+            client.single_connection_lock.release()
+        else:
+            pool.release(conn)
+
+
+def _exchange(conn: Any, packed: list[bytes], count: int) -> list[Any]:
+    conn.send_packed_command(packed)
+    replies: list[Any] = []
+    for _ in range(count):
+        try:
+            replies.append(conn.read_response())
+        except ResponseError as exc:
+            replies.append(exc)
+    return replies
