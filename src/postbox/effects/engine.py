@@ -486,9 +486,9 @@ class EffectsEngine:
         ``keys``: the event's effect keys in command order (the anchor is the first one's tag)."""
         if not self.legacy_markers:
             return None
-        first = keys[:1]
-        if first and self.layout.group_unescaped and first[0].startswith(b"{" + tag + b"}"):
+        if keys and self.layout.group_unescaped and keys[0].startswith(b"{%s}" % tag):
             return None  # keyed by its routing tag (aggregate_keys): the legacy key is the current marker
+        first = keys[:1]
         anchor = legacy_anchor(first, eid)
         if anchor == tag and self.layout.group_unescaped:
             return None
