@@ -195,7 +195,8 @@ def _settled(fields: dict[str, Any], event_id: str) -> ApplyResult:
 @dataclass(slots=True)
 class _Event:
     index: int
-    event_id: str
+    #: The event id's UTF-8 (sent as bytes: the packer places bytes without encoding them).
+    eid: bytes
     #: What the handler described (its commands are read back only to name a failing one).
     effects: Effects
     marker: bytes
@@ -209,6 +210,11 @@ class _Event:
     #: The event's shape (see apply_effects.lua's header): legacy flag, then each command's.
     shape: bytes
 
+    @property
+    def event_id(self) -> str:
+        """The id as the caller gave it (asked only to describe a failure or a retry)."""
+        return self.eid.decode("utf-8")
+
 
 @dataclass(slots=True)
 class _Call:
@@ -216,7 +222,7 @@ class _Call:
     slot: int
     reply: Any = None
     keys: list[bytes] = field(default_factory=list)
-    argv: list[bytes | str] = field(default_factory=list)
+    argv: list[bytes] = field(default_factory=list)
 
 
 class EffectsEngine:
@@ -463,7 +469,7 @@ class EffectsEngine:
         shape = (b"l" if legacy is not None else b"-") + b"".join(effects._shape)
         size = effects._size + 2 * len(marker) + len(eid) + (len(legacy) if legacy else 0)
         return _Event(
-            index, event_id, effects, marker, legacy, self.layout.failures_in(tag), slot if self.cluster else 0,
+            index, eid, effects, marker, legacy, self.layout.failures_in(tag), slot if self.cluster else 0,
             len(effects._keys) + len(effects._args) + 5, size, shape,
         )
 
@@ -524,13 +530,13 @@ class EffectsEngine:
         per_event = self.layout.slot_aligned
         keys: list[bytes] = [] if per_event else [self.layout.failures_in(b"")]
         shapes: dict[bytes, bytes] = {}
-        body: list[bytes | str] = []
+        body: list[bytes] = []
         for event in events:
             number = shapes.get(event.shape)
             if number is None:
                 number = shapes[event.shape] = _num(len(shapes) + 1)
             body.append(number)
-            body.append(event.event_id)
+            body.append(event.eid)
             keys.append(event.marker)
             if event.legacy is not None:
                 keys.append(event.legacy)
@@ -538,7 +544,7 @@ class EffectsEngine:
                 keys.append(event.failures)
             keys += event.effects._keys
             body += event.effects._args
-        argv: list[bytes | str] = [
+        argv: list[bytes] = [
             *self._header, b"1" if waitaof else b"0", _num(len(events)), b"1" if per_event else b"0", _num(len(shapes)),
             *shapes, *body,
         ]  # fmt: skip
@@ -749,12 +755,12 @@ class EffectsEngine:
         by :func:`postbox.effects.wire.round_trip`; the calls' replies, an error reply as its
         exception object. Raises the classified error for a connection error or timeout, or
         when WAITAOF did not confirm."""
-        sha = self.script.sha
+        sha = self.script.sha.encode()
         commands: list[Command] = [(b"ASKING",)] if asking else []
-        for call in calls:
-            commands.append((b"EVALSHA", sha, len(call.keys), *call.keys, *call.argv))
+        for call in calls:  # every argument bytes: packed without a per-argument Python step (wire.pack)
+            commands.append((b"EVALSHA", sha, _num(len(call.keys)), *call.keys, *call.argv))
         if waitaof:
-            commands.append((b"WAITAOF", 1, 0, self.waitaof_timeout_ms))
+            commands.append((b"WAITAOF", b"1", b"0", str(self.waitaof_timeout_ms).encode()))
         try:
             replies = round_trip(client, commands)
         except (redis.ConnectionError, redis.TimeoutError) as exc:
