@@ -6,8 +6,11 @@ reply arrives it needs the GIL back to read it, and a thread that never blocks o
 up when the interpreter asks it to, once per switch interval (``sys.setswitchinterval``: 5 ms by
 default). So every apply's reply waited up to 5 ms behind the loop thread — time in which Redis
 idles and the batch's offsets wait. With 0.5 ms the worker gets the GIL back ten times sooner:
-``bench/consumer.py --quick`` applied 8-10 % more events per second (four runs alternated), at no
-measurable CPU cost to the loop thread (a forced switch costs a few µs, at most every 0.5 ms).
+``bench/consumer.py --quick`` applied 8-10 % more events per second on a quiet machine and
+23-60 % more at load ~1.7 (the apply's wall time per batch ~20 -> ~11-16 ms), alternated pairs.
+Shorter is not better: at 0.2 ms the loop thread's CPU per event rose by ~2-3 µs (more forced
+switches) and the rate fell below 0.5 ms's (three alternated pairs: 27.7k/28.0k/28.8k vs
+33.9k/29.7k/31.2k events/s).
 
 The interval is process-wide and the process may be the application's own (a runtime in a thread
 of a web service, ``replay --until --execute``, a test), so like the collector tuning
