@@ -16,10 +16,14 @@ The interval is process-wide and the process may be the application's own (a run
 of a web service, ``replay --until --execute``, a test), so like the collector tuning
 (:mod:`postbox.consumer.gc_tuning`) it is counted: the first runtime to start sets it, the last to
 stop restores the interval it found. A host that already runs with a shorter interval keeps it.
+A process forked while a consumer runs (a handler's process pool, a pre-forking server) runs no
+consumer — threads do not survive a fork — so nothing there would ever restore the interval: the
+child forgets the count and goes back to the interval the first runtime found.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from collections.abc import Iterator
@@ -56,9 +60,25 @@ def _acquire() -> None:
 def _release() -> None:
     global _users
     with _lock:
+        if _users == 0:  # a block entered before a fork and left in the child: already restored
+            return
         _users -= 1
         if _users == 0:
             sys.setswitchinterval(_found_interval)
+
+
+def _after_fork_in_child() -> None:
+    """No runtime runs in a forked child: no user, the host's interval back, and a fresh lock
+    (another thread may have held it at the fork)."""
+    global _lock, _users
+    _lock = threading.Lock()
+    if _users:
+        _users = 0
+        sys.setswitchinterval(_found_interval)
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 __all__ = ["SWITCH_INTERVAL_S", "short_switch_interval"]
