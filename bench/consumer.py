@@ -29,7 +29,9 @@ is a redis-server of the bench's own (``appendonly yes``, ``appendfsync always``
 ``rounds``, the per-round ratios and ``load_before``/``load_after``, and CPU per event (µs, medians;
 steadier than rates on a shared machine): ``runtime_cpu_us_per_event`` (the runtime's process, the
 bench thread's own work left out), ``runtime_loop_cpu_us_per_event`` (its loop thread: decode,
-handlers, bookkeeping), ``engine_cpu_us_per_event`` (the engine alone) and
+handlers, bookkeeping), ``runtime_apply_cpu_us_per_event`` (its apply worker threads,
+``postbox-apply*``: the engine's packing, sending and reply decoding, GIL-holding time the loop
+thread waits for), ``engine_cpu_us_per_event`` (the engine alone) and
 ``runtime_overhead_cpu_us_per_event`` (runtime less engine: what the runtime adds), and the Redis
 server's main-thread CPU per event while each of runtime, engine and peer ran
 (``runtime_redis_cpu_us_per_event``, ``engine_redis_cpu_us_per_event``, ``peer_redis_cpu_us_per_event``:
@@ -144,6 +146,7 @@ def run_runtime(bootstrap: str, redis_url: str, topic: str, n: int) -> tuple[flo
     m = runtime.metrics
     start = None
     cpu0 = (0.0, 0.0, 0.0)
+    apply0: dict[int, float] = {}
     deadline = time.monotonic() + 300
     try:
         # Three counters read every POLL_S (see _progress): the probe must not take the GIL from the
@@ -153,24 +156,32 @@ def run_runtime(bootstrap: str, redis_url: str, topic: str, n: int) -> tuple[flo
             if start is None and consumed > 0:
                 start = time.perf_counter()
                 cpu0 = _cpu_now(thread)
+                apply0 = _apply_cpu()
             if done >= n:
                 break
             time.sleep(POLL_S)
         elapsed = time.perf_counter() - (start or time.perf_counter())
         process, bench, loop = (b - a for a, b in zip(cpu0, _cpu_now(thread)))
+        apply = sum(cpu - apply0.get(ident, 0.0) for ident, cpu in _apply_cpu().items())  # a worker started later: all of it
         done = m.total("postbox_consumer_events_applied_total")
     finally:
         runtime.stop()
         thread.join(60)
     if done < n:
         raise SystemExit(f"bench: the runtime applied only {done:.0f} of {n} events")
-    return n / elapsed, runtime, {"runtime": (process - bench) * 1e6 / n, "runtime_loop": loop * 1e6 / n}
+    return n / elapsed, runtime, {"runtime": (process - bench) * 1e6 / n, "runtime_loop": loop * 1e6 / n, "runtime_apply": apply * 1e6 / n}
 
 
 def _cpu_now(thread: threading.Thread) -> tuple[float, float, float]:
     """(process CPU, this thread's CPU, ``thread``'s CPU) in seconds."""
     assert thread.ident is not None
     return time.process_time(), time.thread_time(), time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+
+
+def _apply_cpu() -> dict[int, float]:
+    """CPU seconds of each live apply worker thread (``postbox-apply*``), by thread id."""
+    return {t.ident: time.clock_gettime(time.pthread_getcpuclockid(t.ident))
+            for t in threading.enumerate() if t.name.startswith("postbox-apply") and t.ident is not None}
 
 
 def _redis_cpu(client: redis.Redis) -> float:
@@ -377,7 +388,7 @@ def main() -> None:
             rate, count = med[name], naive_n if name == "naive" else n
             print(f"{name:<10}{count:>10,}{rate:>12,.0f}{rate / raw:>9.1%}{rate / naive:>9.1f}x{runtime_rate / rate:>11.2f}x")
         print(f"runtime: batch_size {runtime.config.batch_size}, {batches:.0f} batches in its last round (mean {n / max(batches, 1):.0f} records)")
-        print(f"CPU per event (medians): runtime {cpu_med['runtime']:.1f} us (its loop thread {cpu_med['runtime_loop']:.1f} us), "
+        print(f"CPU per event (medians): runtime {cpu_med['runtime']:.1f} us (its loop thread {cpu_med['runtime_loop']:.1f} us, its apply worker {cpu_med['runtime_apply']:.1f} us), "
               f"engine alone {cpu_med['engine']:.1f} us; the runtime's own {cpu_med['runtime'] - cpu_med['engine']:.1f} us")
         print(f"Redis CPU per event (medians; its main thread, AOF fsync included): runtime {cpu_med['runtime_redis']:.1f} us, "
               f"engine alone {cpu_med['engine_redis']:.1f} us, peer {cpu_med['peer_redis']:.1f} us")
@@ -400,6 +411,7 @@ def main() -> None:
             "load_after": round(load_after, 1),
             "runtime_cpu_us_per_event": round(cpu_med["runtime"], 1),
             "runtime_loop_cpu_us_per_event": round(cpu_med["runtime_loop"], 1),
+            "runtime_apply_cpu_us_per_event": round(cpu_med["runtime_apply"], 1),
             "engine_cpu_us_per_event": round(cpu_med["engine"], 1),
             "runtime_overhead_cpu_us_per_event": round(cpu_med["runtime"] - cpu_med["engine"], 1),
             "runtime_redis_cpu_us_per_event": round(cpu_med["runtime_redis"], 1),
