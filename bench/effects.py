@@ -80,8 +80,8 @@ def run_pipelined(client: redis.Redis, n: int) -> float:
     start = time.perf_counter()
     for i in range(0, n, PIPELINE_DEPTH):
         pipe = client.pipeline(transaction=False)
-        for index, (ref, fx) in enumerate(events[i : i + PIPELINE_DEPTH]):
-            call = engine._encode([engine._prepare(index, ref, fx)])  # noqa: SLF001 - bench of the wire form
+        for ref, fx in events[i : i + PIPELINE_DEPTH]:
+            call = engine._encode(engine._prepare_all([(ref, fx)])[0])  # noqa: SLF001 - bench of the wire form
             pipe.evalsha(sha, len(call.keys), *call.keys, *call.argv)
         for codes, _details in pipe.execute():  # the script's reply: one code per event, failure details
             assert codes == [1]

@@ -49,7 +49,7 @@ from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import redis
 from redis.exceptions import (
@@ -342,15 +342,7 @@ class EffectsEngine:
         Why: the consumer runtime applies whole batches and reads only the outcome of the events
         that went well (nearly all of them); building, then freeing, an ``ApplyResult`` for each
         cost ~0.5 µs of GIL-holding time per event."""
-        results: list[Outcome | ApplyResult | None] = []
-        prepared: list[_Event] = []
-        for index, (ref, effects) in enumerate(events):
-            found = self._prepare(index, ref, effects)
-            if isinstance(found, ApplyResult):
-                results.append(found)  # refused before sending: its result
-            else:
-                prepared.append(found)
-                results.append(None)
+        prepared, results = self._prepare_all(events)
         error = self._apply_waves(prepared, results, order) if prepared else None
         if error is not None and not partial:
             raise error
@@ -442,36 +434,56 @@ class EffectsEngine:
 
     # -- preparing and packing ----------------------------------------------------------------
 
-    def _prepare(self, index: int, ref: EventRef, effects: Effects) -> _Event | ApplyResult:
-        if not isinstance(ref, EventRef) or not isinstance(ref.id, str) or not ref.id:
-            raise InvalidEffectError(
-                f"event #{index}: expected an EventRef with a non-empty id, got {ref!r:.80}",
-                fix="pass postbox.effects.event_ref(event) (or EventRef(event_id, routing_tag)) with the effects",
-            )
-        event_id = ref.id
-        if not isinstance(effects, Effects):
-            raise InvalidEffectError(f"event {event_id}: expected an Effects, got {type(effects).__name__}")
-        if effects._functions is not None:  # the builder's running record (see Effects.__init__)
-            self._check_functions(event_id, effects._functions)
-        eid = event_id.encode("utf-8")
-        tag = tag_text(ref.tag_bytes)
-        marker = self.layout.marker_in(eid, tag)
-        # The slot matters on a cluster and for the strict check; a single server skips the CRC.
-        slot = key_slot(marker) if self.cluster or self.strict_slots else 0
-        if self.strict_slots:
-            outside = [k for k in effects.keys() if key_slot(k) != slot]
-            if outside:
-                return ApplyResult(
-                    event_id, Outcome.FAILED, None, None, None,
-                    _outside_slot_message(ref, outside, slot) + "; " + _CROSS_SLOT_FIX, "permanent", cross_slot=True,
-                )  # fmt: skip
-        legacy = self._legacy_marker(eid, effects._keys, tag, marker, slot)
-        shape = (b"l" if legacy is not None else b"-") + b"".join(effects._shape)
-        size = effects._size + 2 * len(marker) + len(eid) + (len(legacy) if legacy else 0)
-        return _Event(
-            index, eid, effects, marker, legacy, self.layout.failures_in(tag), slot if self.cluster else 0,
-            len(effects._keys) + len(effects._args) + 5, size, shape,
-        )
+    def _prepare_all(self, events: Iterable[tuple[EventRef, Effects]]) -> tuple[list[_Event], list[Outcome | ApplyResult | None]]:
+        """Each event's keys, shape and bounds as an :class:`_Event` to send, and the results list:
+        None for an event to send, the result of one refused before sending (keys outside its
+        slot). One loop over the batch with its constants bound once, and the legacy-marker
+        check's common case decided inline: a method call per event, and the attribute lookups in
+        it, cost ~0.3 µs of the apply worker's GIL-holding time per event."""
+        layout, cluster, check_slot = self.layout, self.cluster, self.cluster or self.strict_slots
+        marker_in, failures_in = layout.marker_in, layout.failures_in
+        # The legacy key is the current marker for an event keyed under its own routing tag
+        # (aggregate_keys) when the group needs no escaping: see _legacy_marker.
+        tagged_is_current = self.legacy_markers and layout.group_unescaped
+        prepared: list[_Event] = []
+        results: list[Outcome | ApplyResult | None] = []
+        for index, (ref, effects) in enumerate(events):
+            if not isinstance(ref, EventRef) or not isinstance(effects, Effects) or not isinstance(ref.id, str) or not ref.id:
+                _refuse_pair(index, ref, effects)
+            if effects._functions is not None:  # the builder's running record (see Effects.__init__)
+                self._check_functions(ref.id, effects._functions)
+            eid = ref.id.encode("utf-8")
+            tag = tag_text(ref.tag_bytes)
+            marker = marker_in(eid, tag)
+            # The slot matters on a cluster and for the strict check; a single server skips the CRC.
+            slot = key_slot(marker) if check_slot else 0
+            refused = self._outside_slot(ref, effects, slot) if self.strict_slots else None
+            results.append(refused)
+            if refused is not None:
+                continue
+            keys = effects._keys
+            if tagged_is_current and keys and keys[0].startswith(b"{%s}" % tag):
+                legacy = None
+            else:
+                legacy = self._legacy_marker(eid, keys, tag, marker, slot)
+            prepared.append(_Event(
+                index, eid, effects, marker, legacy, failures_in(tag), slot if cluster else 0,
+                len(keys) + len(effects._args) + 5,
+                effects._size + 2 * len(marker) + len(eid) + (len(legacy) if legacy else 0),
+                (b"l" if legacy is not None else b"-") + b"".join(effects._shape),
+            ))  # fmt: skip
+        return prepared, results
+
+    @staticmethod
+    def _outside_slot(ref: EventRef, effects: Effects, slot: int) -> ApplyResult | None:
+        """The FAILED result of an event with an effect key outside its slot (``strict_slots``), or None."""
+        outside = [k for k in effects.keys() if key_slot(k) != slot]
+        if not outside:
+            return None
+        return ApplyResult(
+            ref.id, Outcome.FAILED, None, None, None,
+            _outside_slot_message(ref, outside, slot) + "; " + _CROSS_SLOT_FIX, "permanent", cross_slot=True,
+        )  # fmt: skip
 
     def _check_functions(self, event_id: str, names: set[str]) -> None:
         """Every user function the event calls has its file (else the consumer stops: a deployment error)."""
@@ -861,6 +873,16 @@ _CROSS_SLOT_FIX = (
     "postbox.effects.aggregate_keys(event.aggregate_type, event.aggregate_id), like '{order:42}:state', "
     "or declare the handler's routing key (@app.handler(..., routing_key=lambda event: <a key of its slot>))"
 )
+
+
+def _refuse_pair(index: int, ref: object, effects: object) -> NoReturn:
+    """Raise for what is not an (EventRef with a non-empty id, Effects) pair, naming it."""
+    if not isinstance(ref, EventRef) or not isinstance(ref.id, str) or not ref.id:
+        raise InvalidEffectError(
+            f"event #{index}: expected an EventRef with a non-empty id, got {ref!r:.80}",
+            fix="pass postbox.effects.event_ref(event) (or EventRef(event_id, routing_tag)) with the effects",
+        )
+    raise InvalidEffectError(f"event {ref.id}: expected an Effects, got {type(effects).__name__}")
 
 
 def _outside_slot_message(ref: EventRef, keys: list[bytes], slot: int) -> str:
