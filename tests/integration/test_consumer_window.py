@@ -142,8 +142,12 @@ def test_an_interrupted_window_exits_4_and_running_it_again_finishes_it(settings
         assert window.terminate() == 4  # SIGTERM: the batch finishes, nothing is committed
     finally:
         window.close()
-    lines = [line for line in window.log_path.read_text().splitlines() if line.startswith(topic + "[")]
+    log_text = window.log_path.read_text()
+    lines = [line for line in log_text.splitlines() if line.startswith(topic + "[")]
     assert len(lines) == 2 and all("(stopped before the end, at offset" in line for line in lines), lines
+    # its log says what the signal does to a window (it said "committing, leaving the group" before)
+    assert "signal received: finishing the batch and stopping the window (it commits nothing" in log_text, log_text[-3000:]
+    assert "committing, leaving the group" not in log_text
     first = len(_applied(redis_client, agg))
     assert 10 <= first < 120
 

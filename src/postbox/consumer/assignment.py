@@ -31,6 +31,9 @@ log = logging.getLogger("postbox.consumer")
 class Assignment(Protocol):
     """Where a runtime's partitions come from, and when its loop is done."""
 
+    #: What a first SIGTERM/SIGINT makes the runtime do, as its log line says it.
+    on_signal: str
+
     def partitions(self, group: str, metrics: Metrics, backoff: Backoff) -> Partitions:
         """The partition book-keeping the runtime uses (pause/seek, commits, rebalance callbacks)."""
         ...
@@ -55,6 +58,8 @@ class Assignment(Protocol):
 class GroupMembership:
     """A member of the consumer group: subscribe with the rebalance callbacks of ``partitions``,
     commit, run until stopped."""
+
+    on_signal = "finishing the batch, committing, leaving the group"
 
     def partitions(self, group: str, metrics: Metrics, backoff: Backoff) -> Partitions:
         return Partitions(group, metrics, backoff)

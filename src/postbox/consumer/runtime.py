@@ -351,7 +351,7 @@ class ConsumerRuntime:
         def handler(signum: int, _frame: Any) -> None:
             if self._stop.is_set():  # a second signal: stop now (uncommitted work is redelivered)
                 raise KeyboardInterrupt
-            log_event(log, logging.INFO, "signal received: finishing the batch, committing, leaving the group", signal=signal.Signals(signum).name)
+            log_event(log, logging.INFO, f"signal received: {self.assignment.on_signal}", signal=signal.Signals(signum).name)
             self._stop.set()
 
         for sig in (signal.SIGTERM, signal.SIGINT):

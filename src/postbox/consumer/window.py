@@ -259,6 +259,8 @@ class GoneWatch:
 class WindowAssignment:
     """The :class:`~postbox.consumer.assignment.Assignment` of a window run over ``spans``."""
 
+    on_signal = "finishing the batch and stopping the window (it commits nothing: run it again to finish it)"
+
     def __init__(self, spans: list[Span]) -> None:
         self.tallies = {s.key: Tally(s) for s in spans}
         self.book: WindowPartitions | None = None
