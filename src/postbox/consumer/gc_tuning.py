@@ -19,50 +19,37 @@ before any runtime started keeps managing its freeze: nothing is frozen or unfro
 from __future__ import annotations
 
 import gc
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
+
+from postbox.consumer.process_setting import CountedSetting
 
 #: The collector's youngest-generation threshold while a consumer runs (Python's default: 700).
 GC_GEN0_THRESHOLD = 20_000
 
-_lock = threading.Lock()
-_users = 0
 _found_threshold: tuple[int, int, int] = (700, 10, 10)
 _froze = False
 
 
-@contextmanager
-def tuned_collector() -> Iterator[None]:
+def _take() -> None:
+    global _found_threshold, _froze
+    _found_threshold = gc.get_threshold()  # type: ignore[assignment]  # typeshed: tuple[int, ...]
+    _froze = gc.get_freeze_count() == 0
+    gc.collect()
+    if _froze:
+        gc.freeze()
+    gen0, gen1, gen2 = _found_threshold
+    gc.set_threshold(max(GC_GEN0_THRESHOLD, gen0), gen1, gen2)
+
+
+def _give_back() -> None:
+    gc.set_threshold(*_found_threshold)
+    if _froze:
+        gc.unfreeze()
+
+
+_setting = CountedSetting(_take, _give_back)
+
+
+def tuned_collector() -> AbstractContextManager[None]:
     """Tune the collector for the block's duration (counted across runtimes; module docs)."""
-    _acquire()
-    try:
-        yield
-    finally:
-        _release()
-
-
-def _acquire() -> None:
-    global _users, _found_threshold, _froze
-    with _lock:
-        _users += 1
-        if _users > 1:
-            return
-        _found_threshold = gc.get_threshold()  # type: ignore[assignment]  # typeshed: tuple[int, ...]
-        _froze = gc.get_freeze_count() == 0
-        gc.collect()
-        if _froze:
-            gc.freeze()
-        gen0, gen1, gen2 = _found_threshold
-        gc.set_threshold(max(GC_GEN0_THRESHOLD, gen0), gen1, gen2)
-
-
-def _release() -> None:
-    global _users
-    with _lock:
-        _users -= 1
-        if _users > 0:
-            return
-        gc.set_threshold(*_found_threshold)
-        if _froze:
-            gc.unfreeze()
+    return _setting.held()

@@ -25,60 +25,35 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
+
+from postbox.consumer.process_setting import CountedSetting
 
 #: The switch interval (seconds) while a consumer runs (Python's default: 0.005).
 SWITCH_INTERVAL_S = 0.0005
 
-_lock = threading.Lock()
-_users = 0
 _found_interval = 0.005
 
 
-@contextmanager
-def short_switch_interval() -> Iterator[None]:
-    """Shorten the switch interval for the block's duration (counted across runtimes; module docs)."""
-    _acquire()
-    try:
-        yield
-    finally:
-        _release()
+def _take() -> None:
+    global _found_interval
+    _found_interval = sys.getswitchinterval()
+    sys.setswitchinterval(min(SWITCH_INTERVAL_S, _found_interval))
 
 
-def _acquire() -> None:
-    global _users, _found_interval
-    with _lock:
-        _users += 1
-        if _users > 1:
-            return
-        _found_interval = sys.getswitchinterval()
-        sys.setswitchinterval(min(SWITCH_INTERVAL_S, _found_interval))
+def _give_back() -> None:
+    sys.setswitchinterval(_found_interval)
 
 
-def _release() -> None:
-    global _users
-    with _lock:
-        if _users == 0:  # a block entered before a fork and left in the child: already restored
-            return
-        _users -= 1
-        if _users == 0:
-            sys.setswitchinterval(_found_interval)
-
-
-def _after_fork_in_child() -> None:
-    """No runtime runs in a forked child: no user, the host's interval back, and a fresh lock
-    (another thread may have held it at the fork)."""
-    global _lock, _users
-    _lock = threading.Lock()
-    if _users:
-        _users = 0
-        sys.setswitchinterval(_found_interval)
-
+_setting = CountedSetting(_take, _give_back)
 
 if hasattr(os, "register_at_fork"):  # POSIX
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+    os.register_at_fork(after_in_child=_setting.forget_in_forked_child)
+
+
+def short_switch_interval() -> AbstractContextManager[None]:
+    """Shorten the switch interval for the block's duration (counted across runtimes; module docs)."""
+    return _setting.held()
 
 
 __all__ = ["SWITCH_INTERVAL_S", "short_switch_interval"]
