@@ -215,7 +215,7 @@ def read_dead_letters(
         letter = DeadLetter(render(msg, codec))
         if selection.matches(letter):
             letters.append(letter)
-    letters.sort(key=lambda d: (d.record.timestamp_ms or 0, d.record.topic, d.record.partition, d.record.offset))
+    letters.sort(key=_dead_letter_position)
     return letters, scanned, scanned >= total
 
 
@@ -294,8 +294,11 @@ def plan_replay(
     seen: dict[tuple[str, str | None], ReplayItem] = {}
     partitions_of: dict[str, int] = {}
     readers_of: dict[str, list[str]] = {}
-    # newest dead letter of an event first, so a duplicate points at the one that is replayed
-    for letter in sorted(letters, key=lambda d: -(d.record.timestamp_ms or 0)):
+    # newest dead letter of an event first, so a duplicate points at the one that is replayed;
+    # the items are reversed at the end and sent in that order, so the whole position breaks
+    # timestamp ties: one batch's dead letters share a millisecond, and an aggregate's must go
+    # back in the order they were dead-lettered (its offsets in its dead-letter partition)
+    for letter in sorted(letters, key=_dead_letter_position, reverse=True):
         topic = letter.origin_topic
         if topic not in partitions_of:
             partitions_of[topic] = len(kafka.partitions(topic)) if kafka.topic_exists(topic) else 0
@@ -330,6 +333,12 @@ def plan_replay(
         items.append(item)
     items.reverse()
     return items
+
+
+def _dead_letter_position(letter: DeadLetter) -> tuple[int, str, int, int]:
+    """When and where a dead letter was written: the order replay sends them back in."""
+    record = letter.record
+    return (record.timestamp_ms or 0, record.topic, record.partition, record.offset)
 
 
 def _fetch_original(kafka: Kafka, item: ReplayItem) -> None:
