@@ -1,0 +1,179 @@
+"""The pipeline's settle against a straightforward model, on generated fates (review of #14.2's
+per-batch settle: the all-applied shortcut, finish_every, the others accounted apart).
+
+A batch of records over three partitions goes through the real prepare, launch and settle; the
+effects engine answers each event with a generated verdict — applied, a duplicate, a permanent
+failure, or held back (RETRY, a Cluster node down) — or fails the whole apply transiently; each
+permanent failure's dead letter is acknowledged or not; one partition may be lost while the apply
+is in flight (a rebalance). The model, per partition in offset order: applied, duplicate and
+acknowledged dead letters are finished; the commit is the first record that is not (a held record,
+one whose dead letter was not acknowledged, every record of a transient apply) or after the last.
+
+What a user relies on, checked against it: the committed offset never passes a record whose
+effect is not applied (or dead-lettered), and is not held back behind finished ones; every
+permanent failure is sent to the dead-letter topic exactly once and a failure whose dead letter
+was not acknowledged is owed (dead-lettered on the retry, never run again); held records ride
+into the next batch; a lost partition gets no commit; the counters count each record once.
+
+Stand-ins: the engine, the dead-letter producer and the Kafka client (the runtime's bookkeeping is
+under test; the integration and fault suites cover the services).
+"""
+
+from __future__ import annotations
+
+import redis
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from postbox.consumer import App, ConsumerConfig, ConsumerRuntime
+from postbox.consumer.partition_state import PartitionState
+from postbox.effects.durability import Durability
+from postbox.effects.engine import ApplyResult, Outcome
+from postbox.errors import TransientEffectError
+from tests.support.kafka import StandInRecord
+
+PARTITIONS = 3
+#: A record's fate as generated: the engine's verdict, and for a failure whether its dead letter is acknowledged.
+APPLIED, DUPLICATE, FAILED_ACKED, FAILED_UNACKED, HELD = "applied", "duplicate", "failed+ack", "failed-noack", "held"
+FATES = st.sampled_from([APPLIED, APPLIED, APPLIED, DUPLICATE, FAILED_ACKED, FAILED_UNACKED, HELD])
+
+
+class Record(StandInRecord):
+    """StandInRecord on a partition of its own (aggregate per partition)."""
+
+    def __init__(self, partition: int, offset: int) -> None:
+        super().__init__(offset)
+        self._partition = partition
+
+    def partition(self) -> int:
+        return self._partition
+
+    def key(self) -> bytes:
+        return b"a%d" % self._partition
+
+
+class ScriptedEngine:
+    cluster = False
+
+    def __init__(self, verdicts: list, transient: bool) -> None:
+        self.verdicts = verdicts
+        self.transient = transient
+        self.client = None
+
+    def apply_outcomes(self, pairs, **_kw):
+        assert len(pairs) == len(self.verdicts), "the engine was given other records than the model's"
+        if self.transient:
+            raise TransientEffectError("Redis unreachable: scripted", reason="connection")
+        return [v if isinstance(v, Outcome) else ApplyResult(pair[0].id, **v) for pair, v in zip(pairs, self.verdicts)]
+
+    def durability(self) -> Durability:
+        return Durability(True, "appendfsync", "appendfsync always")
+
+
+class ScriptedDeadLetters:
+    """Acknowledges each dead letter or not, as scripted by the record's (partition, offset)."""
+
+    def __init__(self, refused: set[tuple[int, int]]) -> None:
+        self.refused = refused
+        self.sent: list[tuple[int, int]] = []
+
+    def record(self, _engine, _entries) -> None:
+        return None
+
+    def send(self, items):
+        out = []
+        for origin, _failure in items:
+            self.sent.append((origin.partition, origin.offset))
+            out.append("DLQ produce failed: scripted" if (origin.partition, origin.offset) in self.refused else None)
+        return out
+
+
+class PausingConsumer:
+    def pause(self, _partitions) -> None:
+        return None
+
+
+def _verdict(fate: str):
+    if fate == APPLIED:
+        return Outcome.APPLIED
+    if fate == DUPLICATE:
+        return Outcome.DUPLICATE
+    if fate == HELD:
+        return {"outcome": Outcome.RETRY, "error": "node down", "reason": "connection"}
+    return {"outcome": Outcome.FAILED, "command_index": 0, "op": "rpush", "command": "RPUSH '{t:a}:seq' (1 args)",
+            "error": "WRONGTYPE Operation against a key holding the wrong kind of value", "error_class": "permanent"}
+
+
+def _model(fates: list[str], first: int, transient: bool) -> tuple[int, list[int], bool]:
+    """(commit, held offsets carried, paused) of one partition whose records start at ``first``."""
+    if transient:
+        return first, [], True
+    held: list[int] = []
+    commit = None
+    for offset, fate in enumerate(fates, start=first):
+        if fate == FAILED_UNACKED:
+            return (commit if commit is not None else offset), held, True
+        if fate == HELD:
+            held.append(offset)
+            commit = offset if commit is None else commit
+    return (commit if commit is not None else first + len(fates)), held, False
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    per_partition=st.lists(st.lists(FATES, min_size=0, max_size=6), min_size=PARTITIONS, max_size=PARTITIONS),
+    firsts=st.lists(st.integers(0, 50), min_size=PARTITIONS, max_size=PARTITIONS),
+    transient=st.booleans(),
+    lost=st.none() | st.integers(0, PARTITIONS - 1),
+    interleave=st.randoms(use_true_random=False),
+)
+def test_settle_commits_what_the_model_commits(per_partition, firsts, transient, lost, interleave) -> None:
+    records = []  # Kafka hands a batch's records interleaved across partitions, each in offset order
+    queues = [[(p, firsts[p] + i, fate) for i, fate in enumerate(fates)] for p, fates in enumerate(per_partition)]
+    while any(queues):
+        queue = interleave.choice([q for q in queues if q])
+        records.append(queue.pop(0))
+    if not records:
+        return
+
+    app = App("g", require_schemas=False)
+    app.catch_all(lambda event, fx: fx.rpush("{t:a}:seq", event.payload["seq"]))
+    config = ConsumerConfig.load({}, group="g", topics="t", redis_url="redis://127.0.0.1:1/0", kafka_bootstrap="127.0.0.1:1")
+    runtime = ConsumerRuntime(app, config, redis_client=redis.Redis(port=1), install_signals=False)
+    runtime.engine = ScriptedEngine([_verdict(f) for _p, _o, f in records], transient)  # type: ignore[assignment]
+    refused = {(p, o) for p, o, f in records if f == FAILED_UNACKED}
+    letters = ScriptedDeadLetters(refused)
+    runtime.pipeline.dead_letters = letters  # type: ignore[assignment]
+    runtime.partitions.consumer = PausingConsumer()  # type: ignore[assignment]
+    for p in range(PARTITIONS):
+        runtime.states[("t", p)] = PartitionState("t", p)
+    prepared = runtime.pipeline.prepare([Record(p, o) for p, o, _f in records])  # type: ignore[misc]
+    try:
+        runtime.pipeline.launch(prepared)
+        if lost is not None:  # a rebalance took the partition while its apply was in flight
+            del runtime.states[("t", lost)]
+        assert runtime.pipeline.settle()
+    finally:
+        runtime.pipeline.close()
+
+    carried = {(i.tp[1], i.offset) for i in runtime.pipeline._carried}
+    for p, fates in enumerate(per_partition):
+        if not fates:
+            continue
+        commit, held, paused = _model(fates, firsts[p], transient)
+        if p == lost:
+            assert ("t", p) not in runtime.states
+            continue
+        state = runtime.states[("t", p)]
+        assert state.done == commit, (p, fates, transient)
+        assert state.paused == paused, (p, fates)
+        owed = {o for o, f in enumerate(fates, start=firsts[p]) if f == FAILED_UNACKED} if not transient else set()
+        assert set(state.owed) == owed, (p, fates, state.owed)
+        assert {o for q, o in carried if q == p} == set(held), (p, fates)  # those before the block, if any
+
+    failed = sorted((p, o) for p, o, f in records if f in (FAILED_ACKED, FAILED_UNACKED))
+    assert sorted(letters.sent) == ([] if transient else failed), "each permanent failure is sent once"
+    if not transient:
+        assert runtime.metrics.total("postbox_consumer_events_applied_total") == sum(f == APPLIED for *_x, f in records)
+        assert runtime.metrics.total("postbox_consumer_duplicates_skipped_total") == sum(f == DUPLICATE for *_x, f in records)
+        assert runtime.metrics.total("postbox_consumer_dead_lettered_total") == sum(f == FAILED_ACKED for *_x, f in records)
