@@ -167,7 +167,11 @@ def test_settle_commits_what_the_model_commits(per_partition, firsts, transient,
         state = runtime.states[("t", p)]
         assert state.done == commit, (p, fates, transient)
         assert state.paused == paused, (p, fates)
-        owed = {o for o, f in enumerate(fates, start=firsts[p]) if f == FAILED_UNACKED} if not transient else set()
+        # failures without an acknowledged dead letter, and those acknowledged after the retry
+        # point (re-read: dead-lettered already, they are finished without running again)
+        unacked = [o for o, f in enumerate(fates, start=firsts[p]) if f == FAILED_UNACKED]
+        owed = set(unacked) | {o for o, f in enumerate(fates, start=firsts[p]) if f == FAILED_ACKED and unacked and o > unacked[0]}
+        owed = owed if not transient else set()
         assert set(state.owed) == owed, (p, fates, state.owed)
         assert {o for q, o in carried if q == p} == set(held), (p, fates)  # those before the block, if any
 
@@ -177,3 +181,66 @@ def test_settle_commits_what_the_model_commits(per_partition, firsts, transient,
         assert runtime.metrics.total("postbox_consumer_events_applied_total") == sum(f == APPLIED for *_x, f in records)
         assert runtime.metrics.total("postbox_consumer_duplicates_skipped_total") == sum(f == DUPLICATE for *_x, f in records)
         assert runtime.metrics.total("postbox_consumer_dead_lettered_total") == sum(f == FAILED_ACKED for *_x, f in records)
+
+
+class RecordingEngine(ScriptedEngine):
+    """Answers round after round with the scripted verdicts (applied when none is scripted) and
+    records which records each round was given."""
+
+    def __init__(self, rounds: list[dict[int, object]]) -> None:
+        super().__init__([], False)
+        self.rounds = rounds
+        self.given: list[list[int]] = []
+
+    def apply_outcomes(self, pairs, **_kw):
+        verdicts = self.rounds[len(self.given)] if len(self.given) < len(self.rounds) else {}
+        seqs = [int(fx.commands[0].args[0]) for _ref, fx in pairs]  # the handler pushes the record's offset
+        self.given.append(seqs)
+        out = []
+        for (ref, _fx), seq in zip(pairs, seqs):
+            v = verdicts.get(seq, Outcome.APPLIED)
+            out.append(v if isinstance(v, Outcome) else ApplyResult(ref.id, **v))  # type: ignore[arg-type]
+        return out
+
+
+class ResumingConsumer(PausingConsumer):
+    def resume(self, _partitions) -> None:
+        return None
+
+    def seek(self, _partition) -> None:
+        return None
+
+
+def test_a_dead_letter_acknowledged_after_an_unacknowledged_one_is_not_run_again_on_the_retry() -> None:
+    """Offsets 1 and 2 of a partition fail in the script; the dead letter of 1 is not
+    acknowledged, that of 2 is. The partition retries from 1: 1 is dead-lettered without running
+    (owed), and 2 — already in the dead-letter topic — must neither run again (its effect could
+    now apply, after 3's: the order of its aggregate broken, and the event both applied and
+    dead-lettered) nor be dead-lettered a second time. Found in review of the per-batch settle."""
+    failed = _verdict(FAILED_ACKED)
+    engine = RecordingEngine([{1: failed, 2: failed}])
+    app = App("g", require_schemas=False)
+    app.catch_all(lambda event, fx: fx.rpush("{t:a}:seq", event.payload["seq"]))
+    config = ConsumerConfig.load({}, group="g", topics="t", redis_url="redis://127.0.0.1:1/0", kafka_bootstrap="127.0.0.1:1")
+    runtime = ConsumerRuntime(app, config, redis_client=redis.Redis(port=1), install_signals=False)
+    runtime.engine = engine  # type: ignore[assignment]
+    letters = ScriptedDeadLetters({(0, 1)})
+    runtime.pipeline.dead_letters = letters  # type: ignore[assignment]
+    runtime.partitions.consumer = ResumingConsumer()  # type: ignore[assignment]
+    state = runtime.states[("t", 0)] = PartitionState("t", 0)
+    pipeline = runtime.pipeline
+    try:
+        pipeline.launch(pipeline.prepare([Record(0, o) for o in range(4)]))  # type: ignore[misc]
+        pipeline.settle()
+        assert (state.done, state.resume_offset) == (1, 1)
+        letters.refused = set()  # the dead-letter topic is back
+        state.resume_at = 0.0
+        runtime.partitions.resume_due()
+        pipeline.launch(pipeline.prepare([Record(0, o) for o in range(state.resume_offset, 4)]))  # type: ignore[misc]
+        pipeline.settle()
+    finally:
+        pipeline.close()
+    assert engine.given[1] == [3], "records re-read on the retry that ran again"
+    assert letters.sent == [(0, 1), (0, 2), (0, 1)]
+    assert state.done == 4 and not state.owed
+    assert runtime.metrics.total("postbox_consumer_dead_lettered_total") == 2

@@ -65,6 +65,10 @@ class Failure:
     #: The engine's script already wrote the failure-stream record (effect failures).
     recorded: bool = False
     kind: str = "permanent"
+    #: Its dead letter is acknowledged already, but its partition retries from a record before it
+    #: (an earlier dead letter was not acknowledged): the retry finishes it without running it or
+    #: sending it again (see Pipeline._owe_delivered).
+    delivered: bool = False
 
 
 def dlq_topic(origin: str) -> str:

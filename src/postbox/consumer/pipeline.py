@@ -308,8 +308,25 @@ class Pipeline:
                 self._dead_letter(failed, flight.batch, owe=True)
         if log.isEnabledFor(logging.DEBUG):
             log_batch(flight.items, results, flight.batch)
-        self._carry(flight.items, flight.batch, self.partitions.finish(flight.batch))
+        positions = self.partitions.finish(flight.batch)
+        self._owe_delivered(flight.items, flight.batch, positions)
+        self._carry(flight.items, flight.batch, positions)
         return True
+
+    def _owe_delivered(self, items: list[Item], batch: Batch, positions: dict[TopicPartitionKey, Position]) -> None:
+        """A partition that retries from a record (a dead letter not acknowledged, a transient
+        failure) reads again the records after it, some of which may be dead-lettered already:
+        those are owed as delivered, so the retry finishes them without running them again (their
+        effect could now apply, after later events of their aggregate) or writing a second dead
+        letter."""
+        retry_at = {tp: position.retry.offset for tp, position in positions.items() if position.retry is not None}
+        if not retry_at:
+            return
+        for item in items:
+            at = retry_at.get(item.tp)
+            if at is None or item.offset < at or item.failure is None or batch.fate(item.tp, item.offset) is not Fate.DEAD_LETTERED:
+                continue
+            self.partitions.states[item.tp].owed[item.offset] = replace(item.failure, recorded=True, delivered=True)
 
     def _carry(self, items: list[Item], batch: Batch, positions: dict[TopicPartitionKey, Position]) -> None:
         """Keep the held records for the next launch (each partition's commit stops before them)."""
@@ -391,6 +408,8 @@ class Pipeline:
         already applied) its verdict is kept, so the retry dead-letters it without running it
         again — it can never take effect after a later event of its aggregate."""
         failed = [i for i in failed if not batch.covers(i.tp, i.offset)]
+        if failed and any(i.failure is not None and i.failure.delivered for i in failed):
+            failed = self._finish_delivered(failed, batch)
         if not failed:
             return
         assert self.dead_letters is not None
@@ -412,6 +431,20 @@ class Pipeline:
             else:
                 self._owe(item, owe)
                 batch.block(item.tp, item.offset, "dlq", error)
+
+    def _finish_delivered(self, failed: list[Item], batch: Batch) -> list[Item]:
+        """Finish the records whose dead letter was acknowledged before (owed as delivered, see
+        :meth:`_owe_delivered`; counted and logged then); return the others, to dead-letter."""
+        rest: list[Item] = []
+        for item in failed:
+            if item.failure is None or not item.failure.delivered:
+                rest.append(item)
+                continue
+            batch.finished(item.tp, item.offset, Fate.DEAD_LETTERED)
+            state = self.partitions.states.get(item.tp)
+            if state is not None:
+                state.owed.pop(item.offset, None)
+        return rest
 
     def _owe(self, item: Item, owe: bool) -> None:
         state = self.partitions.states.get(item.tp)
