@@ -93,6 +93,11 @@ class NoTransactionError(OutboxError):
     a transaction block): refused before any SQL, so nothing is written."""
 
 
+class SharedConnectionError(OutboxError):
+    """An emit (or ``transaction()``) on a connection that an ``outbox.transaction()`` block of
+    another thread or asyncio task holds: refused before any SQL, so nothing is written."""
+
+
 class RetentionError(PostboxError):
     """Outbox retention (partition maintenance or cleanup) could not run."""
 

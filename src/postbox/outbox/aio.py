@@ -17,6 +17,7 @@ from psycopg import sql
 from postbox.outbox.core import AggregateId, EmitOptions, OutboxCore, TransactionHandle
 from postbox.outbox.emit_cursor import async_emit_cursor
 from postbox.outbox.rows import EmittedEvent, NewEvent
+from postbox.outbox.shared_connection import async_guard
 from postbox.outbox.statements import Statement
 from postbox.payloads.instance import EventPayload
 
@@ -47,17 +48,26 @@ class AsyncOutbox(OutboxCore[AsyncConnection]):
         text = query if isinstance(query, str) else query.as_string(conn)
         plan = self.plan_folded(text, params, aggregate_type, aggregate_id, event_type, payload, options)
         first, *more = plan.statements
-        with self.sending(conn):
-            async with conn.pipeline() if more else nullcontext():
-                cur = await conn.execute(*first, prepare=True)  # the caller reads its statement's results here
-                await self._execute(conn, more)
+        shared = async_guard(conn)
+        async with shared.lock:
+            with self.sending(conn):
+                if shared.owner is not None:
+                    shared.check()
+                async with conn.pipeline() if more else nullcontext():
+                    cur = await conn.execute(*first, prepare=True)  # the caller reads its statement's results here
+                    await self._execute(conn, more)
         return cur, plan.events[0]
 
     async def _send(self, conn: AsyncConnection, statements: list[Statement]) -> None:
-        """Send ``statements`` in the caller's transaction, on the writer's own cursor."""
-        with self.sending(conn):
-            async with conn.pipeline() if len(statements) > 1 else nullcontext():
-                await self._execute(conn, statements)
+        """Send ``statements`` in the caller's transaction, on the writer's own cursor, under the
+        connection's send lock (:mod:`postbox.outbox.shared_connection`)."""
+        shared = async_guard(conn)
+        async with shared.lock:
+            with self.sending(conn):
+                if shared.owner is not None:
+                    shared.check()
+                async with conn.pipeline() if len(statements) > 1 else nullcontext():
+                    await self._execute(conn, statements)
 
     @staticmethod
     async def _execute(conn: AsyncConnection, statements: list[Statement]) -> None:
@@ -72,8 +82,14 @@ class AsyncOutbox(OutboxCore[AsyncConnection]):
     ) -> AsyncIterator["AsyncOutboxTransaction"]:
         """Awaitable :meth:`Outbox.transaction <postbox.outbox.writer.Outbox.transaction>`."""
         conn = conn if conn is not None else await self._own_connection()
-        async with conn.pipeline() if pipeline else nullcontext(), conn.transaction():
-            yield AsyncOutboxTransaction(self, conn)
+        shared = async_guard(conn)
+        async with shared.lock:  # after any send in flight; refused if another block holds conn
+            entered = shared.enter_block()
+        try:
+            async with conn.pipeline() if pipeline else nullcontext(), conn.transaction():
+                yield AsyncOutboxTransaction(self, conn)
+        finally:
+            shared.leave_block(entered)
 
     async def _own_connection(self) -> AsyncConnection:
         conn = self._reusable_connection()

@@ -20,12 +20,9 @@ instead, which Python's garbage collector frees: a connection that is ``close()`
 block, a pool) closes its socket at once as before; one dropped without ``close()`` (psycopg warns
 about that) is freed by the next full collection rather than at once.
 
-Sharing one cursor between threads is safe outside pipeline mode: psycopg runs each ``execute``
-under the connection's lock, from resetting the cursor to sending the statement. A connection in
-pipeline mode (``conn.pipeline()``, ``outbox.transaction()``, ``emit_many``, the ``delete``
-retention) must not be used by several threads or asyncio tasks at once, with or without this
-cursor: found in review, such sharing failed with psycopg errors before this cursor existed and
-can hang with it (give each thread or task its own connection, e.g. from a pool).
+One cursor for all threads and tasks on a connection: the writer's sends on a connection run one
+after the other under its send lock, pipelined or not (:mod:`postbox.outbox.shared_connection`,
+which also says what it cannot see: a ``conn.pipeline()`` the caller shares).
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from psycopg import sql
 from postbox.outbox.core import AggregateId, EmitOptions, OutboxCore, TransactionHandle
 from postbox.outbox.emit_cursor import emit_cursor
 from postbox.outbox.rows import EmittedEvent, NewEvent
+from postbox.outbox.shared_connection import guard
 from postbox.outbox.statements import Statement
 from postbox.payloads.instance import EventPayload
 
@@ -49,7 +50,10 @@ class Outbox(OutboxCore[Connection]):
         text = query if isinstance(query, str) else query.as_string(conn)
         plan = self.plan_folded(text, params, aggregate_type, aggregate_id, event_type, payload, options)
         statements = plan.statements
-        with self.sending(conn):
+        shared = guard(conn)
+        with shared.lock, self.sending(conn):
+            if shared.owner is not None:
+                shared.check()
             if len(statements) == 1:  # the caller reads its statement's results on this cursor
                 return conn.execute(*statements[0], prepare=True), plan.events[0]
             with conn.pipeline():  # and a DELETE (retention delete): one round trip
@@ -58,8 +62,12 @@ class Outbox(OutboxCore[Connection]):
         return cur, plan.events[0]
 
     def _send(self, conn: Connection, statements: list[Statement]) -> None:
-        """Send ``statements`` in the caller's transaction, on the writer's own cursor."""
-        with self.sending(conn):
+        """Send ``statements`` in the caller's transaction, on the writer's own cursor, under the
+        connection's send lock (:mod:`postbox.outbox.shared_connection`)."""
+        shared = guard(conn)
+        with shared.lock, self.sending(conn):
+            if shared.owner is not None:
+                shared.check()
             if len(statements) == 1:
                 emit_cursor(conn).execute(*statements[0], prepare=True)
             else:
@@ -77,8 +85,14 @@ class Outbox(OutboxCore[Connection]):
         """One database transaction holding business statements and events: commits when the block
         ends, rolls back if it raises; pipelined unless ``pipeline=False`` (:mod:`postbox.outbox.core`)."""
         conn = conn if conn is not None else self._own_connection()
-        with conn.pipeline() if pipeline else nullcontext(), conn.transaction():
-            yield OutboxTransaction(self, conn)
+        shared = guard(conn)
+        with shared.lock:  # after any send in flight; refused if another block holds conn
+            entered = shared.enter_block()
+        try:
+            with conn.pipeline() if pipeline else nullcontext(), conn.transaction():
+                yield OutboxTransaction(self, conn)
+        finally:
+            shared.leave_block(entered)
 
     def _own_connection(self) -> Connection:
         conn = self._reusable_connection()
