@@ -52,6 +52,12 @@ class ConnectorState:
     def running(self) -> bool:
         return self.connector_state == "RUNNING" and bool(self.tasks) and all(t["state"] == "RUNNING" for t in self.tasks)
 
+    def describe(self) -> str:
+        """``connector RUNNING, task 0 UNASSIGNED`` — what a wait for RUNNING is waiting on (the
+        connector is often RUNNING seconds before its task)."""
+        tasks = ", ".join(f"task {t.get('id', i)} {t.get('state', '?')}" for i, t in enumerate(self.tasks)) or "no task yet"
+        return f"connector {self.connector_state}, {tasks}"
+
     @property
     def failed_trace(self) -> str | None:
         for task in self.tasks:

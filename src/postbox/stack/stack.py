@@ -277,7 +277,7 @@ def _ticker(progress: Say, label: str, with_state: bool = False):
             last[0] = elapsed
             suffix = ""
             if with_state:
-                suffix = f" (now: {state.connector_state if state else 'registering'})"
+                suffix = f" (now: {state.describe() if state else 'registering'})"
             progress(f"{label}… {elapsed:.0f}s{suffix}")
 
     return tick
