@@ -40,12 +40,12 @@ class FakeKafka:
     def partitions(self, name): return [0, 1, 2]
 
 
-def dead_letter(n: int, key: str, partition: int, offset: int, ts_ms: int) -> DeadLetter:
+def dead_letter(n: int, key: str, partition: int, offset: int, ts_ms: int, origin_offset: int | None = None) -> DeadLetter:
     headers = [("id", f"e{n}".encode()), ("event_type", b"T"),
                ("created_at", (NOW - timedelta(minutes=5)).isoformat().encode()),
                ("postbox.error", b"boom"), ("postbox.error.class", b"HandlerError:ValueError"),
                ("postbox.group", b"g"), ("postbox.origin.topic", b"outbox.event.t"),
-               ("postbox.origin.partition", str(partition).encode()), ("postbox.origin.offset", str(100 + offset).encode())]
+               ("postbox.origin.partition", str(partition).encode()), ("postbox.origin.offset", str(100 + offset if origin_offset is None else origin_offset).encode())]
     return DeadLetter(render(Msg(headers, key.encode(), partition, offset, ts_ms)))
 
 
@@ -74,3 +74,16 @@ def test_each_aggregate_is_replayed_in_the_order_it_was_dead_lettered(rows: list
     for key in "abc":
         sent = [i.letter.record.offset for i in items if i.letter.record.key == key]
         assert sent == sorted(sent), f"key {key}: replayed in dead-letter offsets {sent}"
+
+
+def test_dead_letters_written_out_of_order_go_back_in_their_origin_order() -> None:
+    """The consumer writes a dead letter refused as too large again, reference-only, after the
+    batch's other dead letters: an aggregate's earlier event can sit after its later one in the
+    dead-letter topic. Replay sends each origin partition's dead letters in their origin order
+    (the order the events had), keeping the place the others take."""
+    ts = int(NOW.timestamp() * 1000) - 60_000
+    later = dead_letter(1, "o1", 1, 0, ts)  # origin offset 100
+    other = dead_letter(2, "o2", 2, 0, ts)  # another partition, origin offset 100
+    earlier = dead_letter(3, "o1", 1, 1, ts + 1, origin_offset=99)
+    items = plan_replay(FakeKafka(), [later, other, earlier], marker_ttl=timedelta(days=8), now=NOW)
+    assert [i.letter.event_id for i in items] == ["e3", "e2", "e1"]

@@ -332,7 +332,25 @@ def plan_replay(
             seen[dedupe] = item
         items.append(item)
     items.reverse()
-    return items
+    return _in_origin_order(items)
+
+
+def _in_origin_order(items: list[ReplayItem]) -> list[ReplayItem]:
+    """``items`` with each origin partition's dead letters in their origin order, in the places
+    that partition's items already take. Dead letters are written in their events' order except
+    one refused as too large, which the consumer writes again, reference-only, after the rest of
+    its batch; an aggregate's events (one origin partition) must go back in the order they had."""
+    slots: dict[tuple[str, int], list[int]] = {}
+    for index, item in enumerate(items):
+        letter = item.letter
+        if letter.origin_partition is not None and letter.origin_offset is not None:
+            slots.setdefault((letter.origin_topic, letter.origin_partition), []).append(index)
+    ordered = list(items)
+    for indexes in slots.values():
+        by_origin = sorted((items[i] for i in indexes), key=lambda item: item.letter.origin_offset or 0)
+        for index, item in zip(indexes, by_origin):
+            ordered[index] = item
+    return ordered
 
 
 def _dead_letter_position(letter: DeadLetter) -> tuple[int, str, int, int]:
