@@ -4,7 +4,7 @@ Runs against a scratch database ``postbox_bench`` on the cluster of POSTBOX_DATA
 and set up with ``postbox.db.init_database`` through the admin URL: POSTBOX_ADMIN_DATABASE_URL,
 else the local stack's superuser socket). Writes as the app role, like an application.
 
-Measured side by side in one run (scenarios interleaved, several rounds, medians), 2 clients:
+Measured side by side in one run, 2 client processes (how: below), for these scenarios:
 
   base        business INSERT only                      (pipeline: BEGIN, then INSERT+COMMIT)
   emit        business INSERT + emit, same round trip   (retention: partitions; the default)
@@ -42,11 +42,24 @@ so the batch speed-up is a ratio of one run.
 
 and the off-path cost of each retention: dropping a partition of R rows vs deleting them.
 
+How a rate ratio is measured: the client processes live for the whole run, each with its own
+connection warmed up once for every scenario, and run one short window (0.5 s; 0.4 s with
+``--quick``) per command. A ratio (``emit_tps_ratio`` = emit / base, ...) comes from *paired
+rounds*: in each round the two scenarios run in adjacent windows, the order alternating from round
+to round, and the round's ratio is the one rate divided by the other; the figure is the median over
+16 rounds (6 with ``--quick``), and ``tps_ratio_spread`` gives its quartiles, extremes and every
+round's value. On a shared machine the load moves within seconds: a ratio of two medians taken
+minutes apart carries those swings, a ratio within a round does not. A sanity check flags (a
+printed WARNING and the JSON's ``warnings``, never an assertion) every figure whose scenario adds
+work to the compared one yet beats it by more than the rounds' interquartile range: such a figure
+is the run's noise, not a result.
+
 What each scenario costs is measured apart from its rate: one connection runs the scenarios in
 turns (blocks of transactions, interleaved) and sums the CPU time the client process and its
 server backend spent on each (/proc/<pid>/schedstat). On a loaded shared machine rates swing by
 tens of per cent between windows; these costs, and their ratios (``*_cpu_ratio``: what the rate
-ratio is on a CPU-bound machine without other load), are steadier.
+ratio is on a CPU-bound machine without other load), are steadier; ``cpu_ratio_spread`` gives the
+block-by-block spread of each.
 
 Prints a table, then as its last line one JSON object (emit_tps_ratio = emit / base, ...).
 """
@@ -242,45 +255,132 @@ class Round(NamedTuple):
     server_us: float
 
 
-def measure_tps(kind: str, url: str, outboxes: Outboxes, payload: bytes, clients: int, seconds: float) -> Round:
-    """Committed transactions per second over ``clients`` client *processes* (like pgbench's
-    clients: threads would share one GIL and measure Python's lock instead of the database),
-    and the CPU each transaction cost in the clients and their server backends."""
-    ctx = multiprocessing.get_context("fork")
-    results = ctx.Queue()
-    start_at = time.monotonic() + 0.5  # every client starts (after its warm-up) at once
+class Clients:
+    """The benchmark's client *processes* (like pgbench's clients: threads would share one GIL and
+    measure Python's lock instead of the database), kept for the whole run.
 
-    def work() -> None:
-        try:
-            ref = ReferenceRows(payload)
-            with psycopg.connect(url) as conn:
-                for w in range(20):  # warm up: prepared statements, caches
-                    one_tx(kind, conn, *outboxes, ref, -1 - w)
+    Each has its own connection, warmed up once for every scenario (prepared statements, caches),
+    and runs one measuring window per command: a scenario for a given time, all clients starting
+    at the same instant. Keeping them makes a window cheap to start (no fork, no connect, no
+    warm-up), so a run can afford many short windows, and two scenarios can be measured back to
+    back, a few hundred milliseconds apart.
+    """
+
+    def __init__(self, kinds: list[str], url: str, outboxes: Outboxes, payload: bytes, clients: int) -> None:
+        ctx = multiprocessing.get_context("fork")
+        self.results: Any = ctx.Queue()
+        self.commands: list[Any] = [ctx.Queue() for _ in range(clients)]
+        self.procs = [ctx.Process(target=_client, args=(commands, self.results, kinds, url, outboxes, payload), daemon=True)
+                      for commands in self.commands]
+        for p in self.procs:
+            p.start()
+        for _ in self.procs:
+            self._get(120.0)
+
+    def _get(self, timeout: float) -> Any:
+        status, detail = self.results.get(timeout=timeout)
+        if status == "error":
+            self.close()
+            raise RuntimeError(f"a client failed: {detail}")
+        return detail
+
+    def window(self, kind: str, seconds: float) -> Round:
+        """Committed transactions per second of ``kind`` over all clients in one window, and the CPU
+        each transaction cost in the clients and their server backends."""
+        start_at = time.monotonic() + 0.005  # CLOCK_MONOTONIC: one clock for every process
+        for commands in self.commands:
+            commands.put((kind, start_at, seconds))
+        outcomes = [self._get(seconds + 60) for _ in self.procs]
+        done = sum(n for n, _elapsed, _cpu in outcomes)
+        client = sum(cpu.client for _n, _elapsed, cpu in outcomes)
+        server = sum(cpu.server for _n, _elapsed, cpu in outcomes)
+        return Round(sum(n / elapsed for n, elapsed, _cpu in outcomes), client / done * 1e6, server / done * 1e6)
+
+    def close(self) -> None:
+        for commands in self.commands:
+            commands.put(None)
+        for p in self.procs:
+            p.join(timeout=10)
+            if p.is_alive():
+                p.kill()
+
+
+def _client(commands: Any, results: Any, kinds: list[str], url: str, outboxes: Outboxes, payload: bytes) -> None:
+    """One client process: warm up every scenario, then run the windows it is sent until None."""
+    try:
+        ref = ReferenceRows(payload)
+        with psycopg.connect(url) as conn:
+            pid = conn.info.backend_pid
+            for k, kind in enumerate(kinds):
+                for w in range(20):  # negative numbers, none shared by two scenarios (reference ids)
+                    one_tx(kind, conn, *outboxes, ref, -1 - w - 20 * k)
+            results.put(("ok", None))
+            n = 0  # counts on across windows: the reference ids stay unique
+            while (command := commands.get()) is not None:
+                kind, start_at, seconds = command
                 while time.monotonic() < start_at:
-                    time.sleep(0.001)
-                stop = start_at + seconds
-                n = 0
-                before = Cpu.now(conn.info.backend_pid)
+                    time.sleep(0.0002)
+                before = Cpu.now(pid)
+                started = time.monotonic()
+                stop = started + seconds
+                first = n
                 while time.monotonic() < stop:
                     one_tx(kind, conn, *outboxes, ref, n)
                     n += 1
-                results.put(("ok", (n, Cpu.now(conn.info.backend_pid) - before)))
-        except BaseException as exc:  # noqa: BLE001 - reported by the parent
-            results.put(("error", repr(exc)))
+                elapsed = time.monotonic() - started
+                results.put(("ok", (n - first, elapsed, Cpu.now(pid) - before)))
+    except BaseException as exc:  # noqa: BLE001 - reported by the parent
+        results.put(("error", repr(exc)))
 
-    procs = [ctx.Process(target=work) for _ in range(clients)]
-    for p in procs:
-        p.start()
-    outcomes = [results.get(timeout=seconds + 60) for _ in procs]
-    for p in procs:
-        p.join()
-    errors = [detail for status, detail in outcomes if status == "error"]
-    if errors:
-        raise RuntimeError(f"{kind}: a client failed: {errors[0]}")
-    done = sum(n for _, (n, _cpu) in outcomes)
-    client = sum(cpu.client for _, (_n, cpu) in outcomes)
-    server = sum(cpu.server for _, (_n, cpu) in outcomes)
-    return Round(done / seconds, client / done * 1e6, server / done * 1e6)
+
+class Spread(NamedTuple):
+    """Per-round ratios summed up: the median is the figure, the quartiles and extremes its spread."""
+
+    median: float
+    q1: float
+    q3: float
+    low: float
+    high: float
+    n: int
+    rounds: tuple[float, ...]
+
+    @classmethod
+    def of(cls, values: list[float]) -> "Spread":
+        ordered = sorted(values)
+        if len(ordered) < 2:
+            v = ordered[0]
+            return cls(v, v, v, v, v, 1, tuple(values))
+        q1, _median, q3 = statistics.quantiles(ordered, n=4, method="inclusive")
+        return cls(statistics.median(ordered), q1, q3, ordered[0], ordered[-1], len(ordered), tuple(values))
+
+    def json(self) -> dict[str, Any]:
+        """Its figures, and each round's ratio in the order the rounds ran (to see a drift or a jump)."""
+        return {"median": round(self.median, 3), "q1": round(self.q1, 3), "q3": round(self.q3, 3),
+                "min": round(self.low, 3), "max": round(self.high, 3), "n": self.n,
+                "rounds": [round(v, 3) for v in self.rounds]}
+
+
+def measure_pairs(clients: Clients, pairs: list[tuple[str, str]], rounds: int,
+                  seconds: float) -> tuple[dict[tuple[str, str], Spread], dict[str, list[Round]]]:
+    """Rate ratios of ``pairs`` (scenario, compared with) from many short paired windows.
+
+    Why paired: on a shared machine the load moves within seconds, so a ratio of medians taken
+    over windows far apart carries the load's swings. Here each round runs the two scenarios of a
+    pair in adjacent windows (order alternated, so neither always runs second), and the ratio is
+    taken within the round: the load falls on both alike. The median over the rounds is the
+    figure; the quartiles and extremes say how far to trust it.
+    """
+    ratios_by_pair: dict[tuple[str, str], list[float]] = {pair: [] for pair in pairs}
+    windows: dict[str, list[Round]] = {}
+    for r in range(rounds):
+        for p, (kind, other) in enumerate(pairs):
+            order = (other, kind) if (r + p) % 2 == 0 else (kind, other)
+            got = {k: clients.window(k, seconds) for k in order}
+            ratios_by_pair[(kind, other)].append(got[kind].rate / got[other].rate)
+            for k, w in got.items():
+                windows.setdefault(k, []).append(w)
+        print(f"writer bench: round {r + 1}/{rounds} of {len(pairs)} paired windows", file=sys.stderr, flush=True)
+    return {pair: Spread.of(v) for pair, v in ratios_by_pair.items()}, windows
 
 
 def cost_us(rounds: list[Round]) -> tuple[float, float]:
@@ -288,8 +388,19 @@ def cost_us(rounds: list[Round]) -> tuple[float, float]:
     return statistics.median(r.client_us for r in rounds), statistics.median(r.server_us for r in rounds)
 
 
-def measure_costs(kinds: list[str], url: str, outboxes: Outboxes, payload: bytes,
-                  blocks: int, block: int) -> dict[str, tuple[float, float]]:
+class Costs(NamedTuple):
+    """What :func:`measure_costs` found: CPU µs per transaction of each scenario [client, server]
+    over all its blocks, and each block's total (client + server) µs per transaction, in order."""
+
+    mean: dict[str, tuple[float, float]]
+    blocks: dict[str, list[float]]
+
+    def ratio_spread(self, kind: str, other: str) -> Spread:
+        """``other``'s cost ÷ ``kind``'s, block by block (block b of each ran in the same sweep)."""
+        return Spread.of([o / k for k, o in zip(self.blocks[kind], self.blocks[other])])
+
+
+def measure_costs(kinds: list[str], url: str, outboxes: Outboxes, payload: bytes, blocks: int, block: int) -> Costs:
     """CPU µs per transaction of each scenario, client and server backend, on one connection.
 
     The scenarios take turns in blocks of ``block`` transactions, ``blocks`` times each, and the
@@ -297,6 +408,7 @@ def measure_costs(kinds: list[str], url: str, outboxes: Outboxes, payload: bytes
     on every scenario alike, so the ratios hold on a loaded machine where rates do not.
     """
     spent = {k: Cpu(0.0, 0.0) for k in kinds}
+    per_block: dict[str, list[float]] = {k: [] for k in kinds}
     ref = ReferenceRows(payload)
     n = 0
     with psycopg.connect(url) as conn:
@@ -312,8 +424,9 @@ def measure_costs(kinds: list[str], url: str, outboxes: Outboxes, payload: bytes
                     n += 1
                 used = Cpu.now(pid) - before
                 spent[kind] = Cpu(spent[kind].client + used.client, spent[kind].server + used.server)
+                per_block[kind].append((used.client + used.server) / block * 1e6)
     done = blocks * block
-    return {k: (c.client / done * 1e6, c.server / done * 1e6) for k, c in spent.items()}
+    return Costs({k: (c.client / done * 1e6, c.server / done * 1e6) for k, c in spent.items()}, per_block)
 
 
 BATCH_KINDS = ("batch", "batch_before", "batch_copy", "batch_insert", "batch_statements")
@@ -390,15 +503,21 @@ RATIOS = [
     ("reference_folded_tps_ratio", "reference_folded_cpu_ratio", "reference_folded", "base"),
     ("emit_folded_vs_reference_folded", "emit_folded_vs_reference_folded_cpu", "emit_folded", "reference_folded"),
     ("emit_delete_tps_ratio", "emit_delete_cpu_ratio", "emit_delete", "base"),
-    ("emit_separate_round_trip_tps_ratio", None, "emit_plain", "base_plain"),
+    ("emit_separate_round_trip_tps_ratio", "emit_separate_round_trip_cpu_ratio", "emit_plain", "base_plain"),
     ("reference_tps_ratio", "reference_cpu_ratio", "reference", "base"),
     ("emit_vs_reference", "emit_vs_reference_cpu", "emit", "reference"),
-    ("reference_unpartitioned_tps_ratio", None, "reference_plain", "base"),
+    ("reference_unpartitioned_tps_ratio", "reference_unpartitioned_cpu_ratio", "reference_plain", "base"),
     ("partitioned_vs_unpartitioned", "partitioned_vs_unpartitioned_cpu", "reference", "reference_plain"),
     ("reference_message_tps_ratio", "reference_message_cpu_ratio", "reference_message", "base"),
     ("reference_message_vs_reference", "reference_message_vs_reference_cpu", "reference_message", "reference"),
     ("domains_vs_check", "domains_vs_check_cpu", "reference_plain", "reference_check"),
+    ("reference_check_tps_ratio", "reference_check_cpu_ratio", "reference_check", "base"),
 ]
+#: Rate figures whose scenario does everything the compared-with one does and more: it cannot
+#: honestly run faster, so a run where it does by more than its spread is flagged as noise.
+ADDS_WORK = {"emit_tps_ratio", "emit_general_tps_ratio", "emit_folded_tps_ratio", "reference_folded_tps_ratio",
+             "emit_delete_tps_ratio", "emit_separate_round_trip_tps_ratio", "reference_tps_ratio",
+             "reference_unpartitioned_tps_ratio", "reference_message_tps_ratio", "reference_check_tps_ratio"}
 BATCH_RATIOS = [
     ("batch_vs_copy", "batch_vs_copy_cpu", "batch", "batch_copy"),
     ("batch_vs_hand_insert", None, "batch", "batch_insert"),
@@ -407,24 +526,33 @@ BATCH_RATIOS = [
 ]
 
 
-def ratios(rates: Mapping[str, float], costs: Mapping[str, float],
-           table: list[tuple[str, str | None, str, str]]) -> dict[str, float]:
-    """The figures of ``table`` from ``rates`` (work per second) and ``costs`` (CPU per unit of work)."""
-    out = {}
-    for rate_figure, cpu_figure, kind, other in table:
-        out[rate_figure] = round(rates[kind] / rates[other], 3)
-        if cpu_figure is not None:
-            out[cpu_figure] = round(costs[other] / costs[kind], 3)
+def cpu_figure_of(rate_figure: str) -> str | None:
+    return next((cpu for rate, cpu, _k, _o in RATIOS if rate == rate_figure), None)
+
+
+def sanity_warnings(spreads: Mapping[str, Spread], names: Mapping[str, str]) -> list[str]:
+    """A figure of ADDS_WORK above 1 by more than its spread (the rounds' interquartile range): the
+    scenario that adds work beat the one without it, which says the run's noise, not the code."""
+    out = []
+    for figure, spread in spreads.items():
+        rate_figure = names.get(figure, figure)
+        if rate_figure in ADDS_WORK and spread.median - 1 > spread.q3 - spread.q1:
+            out.append(f"{figure} = {spread.median:.3f} (rounds' IQR {spread.q1:.3f}-{spread.q3:.3f}): a scenario that "
+                       "adds work beat the one without it by more than its spread; this figure is noise, not a result")
     return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="short run (about 30 s)")
+    parser.add_argument("--quick", action="store_true", help="short run (about 2 min)")
     parser.add_argument("--clients", type=int, default=2)
+    parser.add_argument("--rounds", type=int, help="paired rounds of the rate ratios (default 6; 16 without --quick)")
+    parser.add_argument("--window", type=float, help="seconds of one rate window (default 0.4; 0.5 without --quick)")
     parser.add_argument("--keep-db", action="store_true", help=f"keep the {BENCH_DB} database afterwards")
     args = parser.parse_args()
-    seconds, rounds, batch = (2.0, 3, 10_000) if args.quick else (5.0, 5, 10_000)
+    seconds, rounds, batch_rounds, batch = (0.4, 6, 3, 10_000) if args.quick else (0.5, 16, 5, 10_000)
+    seconds = args.window or seconds
+    rounds = args.rounds or rounds
     retention_rows = 20_000 if args.quick else 100_000
 
     admin = admin_url()
@@ -436,36 +564,57 @@ def main() -> None:
     load_before = os.getloadavg()
     kinds = ["base", "emit", "emit_general", "emit_folded", "emit_delete", "base_plain", "emit_plain", *REFERENCE_SQL,
              "reference_folded"]
-    results: dict[str, list[Round]] = {k: [] for k in kinds}
-    for r in range(rounds):
-        order = kinds if r % 2 == 0 else list(reversed(kinds))  # interleave against drift
-        for kind in order:
-            results[kind].append(measure_tps(kind, url, outboxes, payload, args.clients, seconds))
-    tps = {k: statistics.median(r.rate for r in v) for k, v in results.items()}
+    pairs = [(kind, other) for _rate, _cpu, kind, other in RATIOS]
+    clients = Clients(kinds, url, outboxes, payload, args.clients)
+    try:
+        pair_spreads, windows = measure_pairs(clients, pairs, rounds, seconds)
+    finally:
+        clients.close()
+    load_rates = os.getloadavg()
+    tps = {k: statistics.median(r.rate for r in v) for k, v in windows.items()}
+    rate_spread = {rate: pair_spreads[(kind, other)] for rate, _cpu, kind, other in RATIOS}
     blocks, block = (10, 200) if args.quick else (30, 300)
-    cost = measure_costs(kinds, url, outboxes, payload, blocks, block)
+    costs = measure_costs(kinds, url, outboxes, payload, blocks, block)
+    cost = costs.mean
     total = {k: sum(c) for k, c in cost.items()}
+    cpu_spread = {cpu: costs.ratio_spread(kind, other) for _rate, cpu, kind, other in RATIOS if cpu is not None}
+    load_costs = os.getloadavg()
     batch_rates: dict[str, list[Round]] = {k: [] for k in BATCH_KINDS}
-    for r in range(rounds):
+    for r in range(batch_rounds):
         for kind in BATCH_KINDS if r % 2 == 0 else reversed(BATCH_KINDS):
             batch_rates[kind].append(measure_batch(kind, url, outboxes, payload, batch))
     eps = {k: statistics.median(r.rate for r in v) for k, v in batch_rates.items()}
     batch_cost = {k: cost_us(v) for k, v in batch_rates.items()}
-    batch_eps = eps["batch"]
+    batch_spread = {rate: Spread.of([a.rate / b.rate for a, b in zip(batch_rates[kind], batch_rates[other])])
+                    for rate, _cpu, kind, other in BATCH_RATIOS}
     load_after = os.getloadavg()
     drop_s, delete_s = measure_retention(admin, retention_rows)
+    warnings = sanity_warnings(rate_spread, {}) + sanity_warnings(
+        cpu_spread, {cpu: rate for rate, cpu, _k, _o in RATIOS if cpu is not None})
 
     figures = {
         "clients": args.clients,
-        "seconds_per_round": seconds,
+        "window_seconds": seconds,
         "rounds": rounds,
         **{f"{kind}_tps": round(tps[kind], 1) for kind in ("base", "emit", "emit_delete", "base_plain", "emit_plain",
                                                             "emit_folded", "reference", "reference_folded")},
-        **ratios(tps, total, RATIOS),
+        # Rate figures: the median of the per-round ratios of paired windows; CPU figures: the
+        # ratio of all blocks' costs (their block-by-block spread in cpu_ratio_spread).
+        **{rate: round(spread.median, 3) for rate, spread in rate_spread.items()},
+        **{cpu: round(total[other] / total[kind], 3)
+           for _rate, cpu, kind, other in RATIOS if cpu is not None},
+        "tps_ratio_spread": {rate: spread.json() for rate, spread in rate_spread.items()},
+        "cpu_ratio_spread": {cpu: spread.json() for cpu, spread in cpu_spread.items()},
+        "warnings": warnings,
         "batch_size": batch,
+        "batch_rounds": batch_rounds,
         **{f"{kind}_events_per_s": round(eps[kind], 1) for kind in BATCH_KINDS},
-        **ratios(eps, {k: sum(c) for k, c in batch_cost.items()}, BATCH_RATIOS),
-        "load_average_1m": [round(load_before[0], 1), round(load_after[0], 1)],
+        **{rate: round(eps[kind] / eps[other], 3) for rate, _cpu, kind, other in BATCH_RATIOS},
+        **{cpu: round(sum(batch_cost[other]) / sum(batch_cost[kind]), 3)
+           for _rate, cpu, kind, other in BATCH_RATIOS if cpu is not None},
+        "batch_ratio_spread": {rate: spread.json() for rate, spread in batch_spread.items()},
+        # 1-minute load average at the start, after the rate windows, after the CPU blocks, at the end.
+        "load_average_1m": [round(x[0], 1) for x in (load_before, load_rates, load_costs, load_after)],
         # CPU µs per transaction (one connection, scenarios interleaved in blocks; per event for
         # batches): [client, server backend]; their ratios are what the rate ratios would be on a
         # CPU-bound machine with no other load.
@@ -476,36 +625,68 @@ def main() -> None:
         "retention_drop_partition_s": round(drop_s, 4),
         "retention_delete_and_vacuum_s": round(delete_s, 4),
     }
-    print(f"{'scenario':<48}{'tx/s':>10}{'vs base':>10}{'client µs':>11}{'server µs':>11}{'cpu vs base':>12}")
-    for label, kind, base in [
-        ("business insert (pipeline)", "base", "base"),
-        ("+ emit, same round trip [partitions]", "emit", "base"),
-        ("+ emit, payload through the general path", "emit_general", "base"),
-        ("+ emit folded into it (execute_and_emit)", "emit_folded", "base"),
-        ("+ emit + delete in tx [delete]", "emit_delete", "base"),
-        ("business insert (no pipeline)", "base_plain", "base_plain"),
-        ("+ emit as its own round trip", "emit_plain", "base_plain"),
-        ("+ hand-made INSERT (reference) [partitioned]", "reference", "base"),
-        ("+ hand-made INSERT, unpartitioned table", "reference_plain", "base"),
-        ("+ the same, old table CHECK, no domains", "reference_check", "base"),
-        ("+ pg_logical_emit_message(true, ...)", "reference_message", "base"),
-        ("+ hand-made INSERT folded into it (CTE)", "reference_folded", "base"),
-    ]:
-        print(f"{label:<48}{tps[kind]:>10.1f}{tps[kind] / tps[base]:>10.3f}"
-              f"{cost[kind][0]:>11.1f}{cost[kind][1]:>11.1f}{total[base] / total[kind]:>12.3f}")
-    for label, kind in [("batch emit_many", "batch"), ("  emit_many as before #17", "batch_before"), ("  hand-made COPY (binary)", "batch_copy"),
-                        ("  hand-made unnest INSERT", "batch_insert"), ("  one INSERT per event, pipelined", "batch_statements")]:
-        print(f"{label + ' of ' + str(batch) + ' (events/s)':<48}{eps[kind]:>10.1f}{batch_eps / eps[kind]:>10.3f}"
-              f"{batch_cost[kind][0]:>11.1f}{batch_cost[kind][1]:>11.1f}{sum(batch_cost[kind]) / sum(batch_cost['batch']):>12.3f}")
-    print(f"{'retention of ' + str(retention_rows) + ' rows: DROP partition (s)':<48}{drop_s:>10.4f}")
-    print(f"{'retention of ' + str(retention_rows) + ' rows: DELETE + VACUUM (s)':<48}{delete_s:>10.4f}")
-    print(f"{'emit vs the hand-made reference':<48}{'':>10}{tps['emit'] / tps['reference']:>10.3f}")
-    print(f"{'execute_and_emit vs the hand-made folded CTE':<48}{'':>10}{tps['emit_folded'] / tps['reference_folded']:>10.3f}")
-    print(f"load average (1 min) before/after: {load_before[0]:.1f}/{load_after[0]:.1f} on {os.cpu_count()} CPUs")
+    print(f"rate: median of {rounds} paired rounds of {seconds:g} s windows (IQR: the rounds' quartiles); "
+          f"CPU: {blocks} blocks of {block} transactions per scenario on one connection")
+    print(f"{'scenario':<46}{'tx/s':>9}{'vs base':>9}{'IQR':>13}{'client µs':>10}{'server µs':>10}"
+          f"{'cpu vs base':>12}{'IQR':>13}")
+    for label, kind, figure in TABLE:
+        rate = rate_spread.get(figure) if figure else None
+        cpu_name = cpu_figure_of(figure) if figure else None
+        cpu = cpu_spread.get(cpu_name) if cpu_name else None
+        print(f"{label:<46}{tps[kind]:>9.1f}{_median(rate):>9}{_iqr(rate):>13}{cost[kind][0]:>10.1f}"
+              f"{cost[kind][1]:>10.1f}{_median(cpu):>12}{_iqr(cpu):>13}")
+    for label, figure in [("emit vs the hand-made reference", "emit_vs_reference"),
+                          ("execute_and_emit vs the hand-made folded CTE", "emit_folded_vs_reference_folded"),
+                          ("partitioned vs unpartitioned (hand-made)", "partitioned_vs_unpartitioned"),
+                          ("domains vs the old table CHECK (hand-made)", "domains_vs_check")]:
+        cpu = cpu_spread.get(cpu_figure_of(figure) or "")
+        print(f"{label:<46}{'':>9}{_median(rate_spread[figure]):>9}{_iqr(rate_spread[figure]):>13}{'':>20}"
+              f"{_median(cpu):>12}{_iqr(cpu):>13}")
+    print(f"{'batch of ' + str(batch) + ' events (events/s)':<46}{'':>9}{'ratio':>9}{'IQR':>13}{'client µs':>10}"
+          f"{'server µs':>10}{'cpu ratio':>12}")
+    for label, kind, figure in [("batch emit_many", "batch", None), ("  emit_many as before #17", "batch_before", "batch_vs_before"),
+                                ("  hand-made COPY (binary)", "batch_copy", "batch_vs_copy"),
+                                ("  hand-made unnest INSERT", "batch_insert", "batch_vs_hand_insert"),
+                                ("  one INSERT per event, pipelined", "batch_statements", "batch_vs_statements")]:
+        spread = batch_spread.get(figure) if figure else None
+        print(f"{label:<46}{eps[kind]:>9.1f}{_median(spread):>9}{_iqr(spread):>13}"
+              f"{batch_cost[kind][0]:>10.1f}{batch_cost[kind][1]:>10.1f}"
+              f"{sum(batch_cost[kind]) / sum(batch_cost['batch']):>12.3f}")
+    print(f"{'retention of ' + str(retention_rows) + ' rows: DROP partition (s)':<46}{drop_s:>9.4f}")
+    print(f"{'retention of ' + str(retention_rows) + ' rows: DELETE + VACUUM (s)':<46}{delete_s:>9.4f}")
+    print("load average (1 min) at start / after rates / after CPU blocks / at end: "
+          + " / ".join(f"{x:.1f}" for x in figures["load_average_1m"]) + f" on {os.cpu_count()} CPUs")
+    for warning in warnings:
+        print(f"WARNING: {warning}")
     if not args.keep_db:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(BENCH_DB)))
     print(json.dumps(figures, sort_keys=True))
+
+
+#: The table's rows: label, scenario, and the rate figure comparing it with its base (None: a base).
+TABLE = [
+    ("business insert (pipeline)", "base", None),
+    ("+ emit, same round trip [partitions]", "emit", "emit_tps_ratio"),
+    ("+ emit, payload through the general path", "emit_general", "emit_general_tps_ratio"),
+    ("+ emit folded into it (execute_and_emit)", "emit_folded", "emit_folded_tps_ratio"),
+    ("+ emit + delete in tx [delete]", "emit_delete", "emit_delete_tps_ratio"),
+    ("business insert (no pipeline)", "base_plain", None),
+    ("+ emit as its own round trip", "emit_plain", "emit_separate_round_trip_tps_ratio"),
+    ("+ hand-made INSERT (reference) [partitioned]", "reference", "reference_tps_ratio"),
+    ("+ hand-made INSERT, unpartitioned table", "reference_plain", "reference_unpartitioned_tps_ratio"),
+    ("+ the same, old table CHECK, no domains", "reference_check", "reference_check_tps_ratio"),
+    ("+ pg_logical_emit_message(true, ...)", "reference_message", "reference_message_tps_ratio"),
+    ("+ hand-made INSERT folded into it (CTE)", "reference_folded", "reference_folded_tps_ratio"),
+]
+
+
+def _median(spread: Spread | None) -> str:
+    return "" if spread is None else f"{spread.median:.3f}"
+
+
+def _iqr(spread: Spread | None) -> str:
+    return "" if spread is None else f"{spread.q1:.3f}-{spread.q3:.3f}"
 
 
 if __name__ == "__main__":
