@@ -84,9 +84,7 @@ class AvroCodec:
         """``payload``'s single-object encoding under ``schema``. The compiled writer does most
         payloads in one pass; one it is not sure of takes the general path (check, ``validate``
         naming the misfit, fastavro), which gives the same bytes or the same error."""
-        write = self._writers.get(schema.fingerprint)
-        if write is None:
-            write = self._writers[schema.fingerprint] = compile_writer(schema.parsed, schema.names)
+        write = self.writer_for(schema)
         out = bytearray(MARKER)
         out += schema.fingerprint
         try:
@@ -95,6 +93,15 @@ class AvroCodec:
         except Exception:  # noqa: BLE001 - e.g. a float beyond its range: the general path decides
             pass
         return self.encode_general(schema, payload)
+
+    def writer_for(self, schema: EventSchema) -> Write:
+        """``schema``'s one-pass writer (compiled at its first use): it appends a payload's body to
+        a buffer and answers True, or answers False (or raises) when only :meth:`encode_general`
+        can say what the bytes or the error are."""
+        write = self._writers.get(schema.fingerprint)
+        if write is None:
+            write = self._writers[schema.fingerprint] = compile_writer(schema.parsed, schema.names)
+        return write
 
     def encode_general(self, schema: EventSchema, payload: Mapping[str, Any]) -> bytes:
         """The general path: the compiled check, ``validate`` naming the misfit when it fails, then

@@ -14,16 +14,17 @@ from pathlib import Path
 from collections.abc import Iterable
 from typing import Any, Mapping, NamedTuple, TypedDict, Unpack
 
-from postbox.codec.avro import AvroCodec
+from postbox.codec.avro import MARKER, AvroCodec
+from postbox.codec.compiled_writer import Write
 from postbox.codec.json_codec import JsonCodec
 from postbox.errors import PayloadError
 from postbox.payloads.instance import EventPayload, as_mapping
-from postbox.outbox.deliverable import aggregate_type_problem, event_type_problem, key_problem
+from postbox.outbox.deliverable import aggregate_type_problem, event_type_problem, key_problem, plain_key
 from postbox.outbox.trace import resolve_traceparent
 from postbox.outbox.sql_text import sql_text
 from postbox.outbox.uuid7 import uuid7, uuid7_many
 from postbox.resources import schemas_dir as resolve_schemas_dir
-from postbox.schemas.repository import SchemaRepository
+from postbox.schemas.repository import EventSchema, SchemaRepository
 from postbox.topics import topic_for
 
 
@@ -92,6 +93,19 @@ class PreparedRow(NamedTuple):
     params: tuple[Any, ...]
 
 
+class _Known(NamedTuple):
+    """An event type already emitted at its latest schema: what the next emit of it needs, found
+    once (its schema, the schema's one-pass writer, and the payload's first ten bytes)."""
+
+    schema: EventSchema
+    write: Write
+    head: bytes
+
+
+#: How many event types the fast path remembers (ever-new names cannot grow it past this).
+_KNOWN_MAX = 4096
+
+
 class RowFactory:
     """Validates, encodes and stamps events; ``encoding`` is "avro" (default) or "json".
 
@@ -111,6 +125,8 @@ class RowFactory:
         # A folder that does not exist is a configuration error now, not at the first emit.
         self._schemas_dir = resolve_schemas_dir(schemas_dir) if schemas_dir is not None else None
         self._json = JsonCodec()
+        #: (aggregate_type, event_type) → _Known, for emits without options (see :meth:`prepare`).
+        self._known: dict[tuple[str, str], _Known] = {}
 
     @property
     def codec(self) -> AvroCodec:
@@ -121,14 +137,50 @@ class RowFactory:
 
     def prepare(self, aggregate_type: str, aggregate_id: AggregateId, event_type: str, payload: EventPayload,
                 **options: Unpack[EmitOptions]) -> PreparedRow:
-        """One event as its outbox row; raises (naming what is wrong) before anything is sent."""
+        """One event as its outbox row; raises (naming what is wrong) before anything is sent.
+
+        The common emit (no options, a ``dict`` payload, a plain ``str`` key) of an event type this
+        factory has emitted before takes :meth:`_prepare_known`: the type's rules, its schema and
+        its writer were found then, so only the key and the payload are checked (#17).
+        """
+        if not options and type(payload) is dict and type(aggregate_id) is str:
+            known = self._known.get((aggregate_type, event_type))
+            if known is not None and plain_key(aggregate_id):
+                return self._prepare_known(known, aggregate_type, aggregate_id, event_type, payload)
         if options:
             _check_options(options)
         key = _key(aggregate_type, aggregate_id, event_type)
         body, schema_version = self._body(aggregate_type, event_type, payload, options.get("version"))
         event_id = options.get("event_id")
-        return _row(event_id if event_id is not None else uuid7(), aggregate_type, key, event_type,
-                    schema_version, resolve_traceparent(options.get("traceparent")), body)
+        row = _row(event_id if event_id is not None else uuid7(), aggregate_type, key, event_type,
+                   schema_version, resolve_traceparent(options.get("traceparent")), body)
+        if options.get("version") is None and self.encoding == "avro":
+            self._remember(aggregate_type, event_type)
+        return row
+
+    def _prepare_known(self, known: _Known, aggregate_type: str, aggregate_id: str, event_type: str,
+                       payload: dict[str, Any]) -> PreparedRow:
+        """:meth:`prepare` for an event type already emitted, no options, a plain key: the same
+        row, the same errors (the payload's, from the same writer or the codec's general path)."""
+        out = bytearray(known.head)
+        try:
+            written = known.write(payload, out)
+        except Exception:  # noqa: BLE001 - e.g. a float beyond its range: the general path decides
+            written = False
+        body = bytes(out) if written else self.codec.encode_general(known.schema, payload)
+        if len(body) > MAX_PAYLOAD_BYTES:
+            raise _too_large(aggregate_type, event_type, body)
+        return _row(uuid7(), aggregate_type, aggregate_id, event_type, known.schema.version,
+                    resolve_traceparent(None), body)
+
+    def _remember(self, aggregate_type: str, event_type: str) -> None:
+        """Note an event type that passed every check at its latest schema, for the fast path."""
+        pair = (aggregate_type, event_type)
+        if pair in self._known or len(self._known) >= _KNOWN_MAX:
+            return
+        if type(aggregate_type) is str and type(event_type) is str:
+            schema = self.codec.schema_for(aggregate_type, event_type)
+            self._known[pair] = _Known(schema, self.codec.writer_for(schema), MARKER + schema.fingerprint)
 
     def prepare_event(self, event: NewEvent) -> PreparedRow:
         return self.prepare(
@@ -174,15 +226,19 @@ class RowFactory:
             body = self._json.encode(fields)
             schema_version = None
         if len(body) > MAX_PAYLOAD_BYTES:
-            raise PayloadError(
-                f"{aggregate_type}/{event_type}: encoded payload is {len(body):,} bytes, over the {MAX_PAYLOAD_BYTES:,}-byte limit "
-                "(Kafka refuses records over ~1 MB by default: the connector could never deliver it)",
-                event_type=event_type,
-                field="payload",
-                value=f"<{len(body)} bytes>",
-                fix=f"keep large data elsewhere and put a reference in the event, or raise {MAX_PAYLOAD_ENV} together with the broker's and Connect's size limits",
-            )
+            raise _too_large(aggregate_type, event_type, body)
         return body, schema_version
+
+
+def _too_large(aggregate_type: str, event_type: str, body: bytes) -> PayloadError:
+    return PayloadError(
+        f"{aggregate_type}/{event_type}: encoded payload is {len(body):,} bytes, over the {MAX_PAYLOAD_BYTES:,}-byte limit "
+        "(Kafka refuses records over ~1 MB by default: the connector could never deliver it)",
+        event_type=event_type,
+        field="payload",
+        value=f"<{len(body)} bytes>",
+        fix=f"keep large data elsewhere and put a reference in the event, or raise {MAX_PAYLOAD_ENV} together with the broker's and Connect's size limits",
+    )
 
 
 _OPTION_NAMES = frozenset(EmitOptions.__annotations__)
