@@ -21,6 +21,8 @@ under test; the integration and fault suites cover the services).
 
 from __future__ import annotations
 
+import uuid
+
 import redis
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -244,3 +246,93 @@ def test_a_dead_letter_acknowledged_after_an_unacknowledged_one_is_not_run_again
     assert letters.sent == [(0, 1), (0, 2), (0, 1)]
     assert state.done == 4 and not state.owed
     assert runtime.metrics.total("postbox_consumer_dead_lettered_total") == 2
+
+
+class Redelivered(Record):
+    """A record whose event id is its own (the same when the partition reads it again)."""
+
+    def headers(self) -> list[tuple[str, bytes]]:
+        return [("id", str(uuid.UUID(int=(self._partition << 64) | self.offset() + 1)).encode()), ("event_type", b"Counted"),
+                ("aggregate_type", b"t")]
+
+
+class MarkerEngine(ScriptedEngine):
+    """Keeps dedupe markers like the real engine: an event applied once comes back a duplicate.
+    The first round's verdicts are scripted (by offset); later rounds apply everything."""
+
+    def __init__(self, first: dict[tuple[int, int], str], transient: bool) -> None:
+        super().__init__([], transient)
+        self.first = first
+        self.rounds = 0
+        self.applied: list[tuple[int, int]] = []
+        self.markers: set[str] = set()
+
+    def apply_outcomes(self, pairs, **_kw):
+        self.rounds += 1
+        if self.transient and self.rounds == 1:
+            raise TransientEffectError("Redis unreachable: scripted", reason="connection")
+        out = []
+        for ref, fx in pairs:
+            where = (uuid.UUID(ref.id).int >> 64, int(fx.commands[0].args[0]))
+            fate = self.first.get(where, APPLIED) if self.rounds == 1 else APPLIED
+            if ref.id in self.markers:
+                out.append(Outcome.DUPLICATE)
+            elif fate in (APPLIED, DUPLICATE):
+                self.markers.add(ref.id)
+                self.applied.append(where)
+                out.append(Outcome.DUPLICATE if fate == DUPLICATE else Outcome.APPLIED)
+            else:
+                v = _verdict(fate)
+                out.append(ApplyResult(ref.id, **v))  # type: ignore[arg-type]
+        return out
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    per_partition=st.lists(st.lists(FATES, min_size=0, max_size=5), min_size=PARTITIONS, max_size=PARTITIONS),
+    transient=st.booleans(),
+)
+def test_after_the_retries_every_record_is_applied_or_dead_lettered_exactly_once(per_partition, transient) -> None:
+    """Two rounds: the first with the generated fates, then the partitions' retries (held records
+    carried, paused partitions read again from where they stopped) with Redis and the dead-letter
+    topic healthy. Each record is then either applied once or dead-lettered (acknowledged) once,
+    never both, and every partition's commit is past its last record."""
+    records = [(p, o, f) for p, fates in enumerate(per_partition) for o, f in enumerate(fates)]
+    if not records:
+        return
+    engine = MarkerEngine({(p, o): f for p, o, f in records}, transient)
+    app = App("g", require_schemas=False)
+    app.catch_all(lambda event, fx: fx.rpush("{t:a}:seq", event.payload["seq"]))
+    config = ConsumerConfig.load({}, group="g", topics="t", redis_url="redis://127.0.0.1:1/0", kafka_bootstrap="127.0.0.1:1")
+    runtime = ConsumerRuntime(app, config, redis_client=redis.Redis(port=1), install_signals=False)
+    runtime.engine = engine  # type: ignore[assignment]
+    letters = ScriptedDeadLetters({(p, o) for p, o, f in records if f == FAILED_UNACKED})
+    runtime.pipeline.dead_letters = letters  # type: ignore[assignment]
+    runtime.partitions.consumer = ResumingConsumer()  # type: ignore[assignment]
+    runtime.pipeline.carry_delay_s = 0.0
+    for p in range(PARTITIONS):
+        runtime.states[("t", p)] = PartitionState("t", p)
+    pipeline = runtime.pipeline
+    try:
+        pipeline.launch(pipeline.prepare([Redelivered(p, o) for p, o, _f in records]))  # type: ignore[misc]
+        pipeline.settle()
+        first_round = len(letters.sent)
+        acked = [(p, o) for p, o in letters.sent if (p, o) not in letters.refused]
+        letters.refused = set()
+        for state in runtime.states.values():
+            state.resume_at = 0.0 if state.resume_at is not None else None
+        runtime.partitions.resume_due()
+        again = [Redelivered(p, o) for p, o, _f in records
+                 if runtime.states[("t", p)].resume_offset is not None and o >= runtime.states[("t", p)].resume_offset]
+        pipeline.launch(pipeline.prepare(again) if again else None)  # type: ignore[arg-type]
+        pipeline.settle()
+    finally:
+        pipeline.close()
+    acked += letters.sent[first_round:]  # the dead-letter topic acknowledges everything now
+    assert len(engine.applied) == len(set(engine.applied)), "an event applied twice"
+    assert len(acked) == len(set(acked)), f"a dead letter acknowledged twice: {letters.sent}"
+    assert not set(engine.applied) & set(acked), "an event both applied and dead-lettered"
+    assert set(engine.applied) | set(acked) == {(p, o) for p, o, _f in records}, "a record neither applied nor dead-lettered"
+    for p, fates in enumerate(per_partition):
+        if fates:
+            assert runtime.states[("t", p)].done == len(fates), (p, fates, transient)
