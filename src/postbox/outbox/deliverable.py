@@ -16,7 +16,11 @@ Limits:
   produce request, capped by Connect's ``max.request.size`` (1,048,576) and the broker's
   ``message.max.bytes`` (1,048,588); the payload may take 1,000,000 bytes, which leaves about 48 KB
   for the key, the headers and the framing. 4 KiB is far above any real id and keeps that sum safe;
-- event type (a header): 1 to 255 characters; traceparent (a header): at most 512 bytes.
+- event type (a header): 1 to 255 characters; traceparent (a header): at most 512 bytes;
+- the key and the event type are text PostgreSQL can store and Kafka can carry: no NUL character
+  (a ``text`` value cannot hold one) and no lone surrogate (UTF-8 cannot encode one). Without this
+  check psycopg refused them with its own ``DataError`` / ``UnicodeEncodeError``, naming no field.
+  (The aggregate type's alphabet already excludes both.)
 The payload's own limit lives in ``outbox/rows.py`` (configurable with the broker's limits).
 """
 
@@ -47,7 +51,7 @@ def aggregate_type_problem(aggregate_type: object) -> str | None:
         return f"aggregate_type {aggregate_type!r} must be a non-empty string (it names the topic)"
     if not _LEGAL_TYPE.fullmatch(aggregate_type):
         bad = sorted({c for c in aggregate_type if not _LEGAL_TYPE.fullmatch(c)})
-        return (f"aggregate_type {_short(aggregate_type)!r} makes topic {TOPIC_PREFIX}{_short(aggregate_type)}, "
+        return (f"aggregate_type {_short(aggregate_type)!r} makes topic {TOPIC_PREFIX}{shown(aggregate_type)}, "
                 f"which Kafka refuses: only letters, digits, '.', '_' and '-' are legal (found {''.join(bad)!r})")
     if len(aggregate_type) > MAX_AGGREGATE_TYPE:
         return (f"aggregate_type is {len(aggregate_type)} characters: topic {TOPIC_PREFIX}<type>{DLQ_SUFFIX} would pass "
@@ -56,13 +60,19 @@ def aggregate_type_problem(aggregate_type: object) -> str | None:
 
 
 def key_problem(aggregate_id: str) -> str | None:
-    """Why ``aggregate_id`` cannot be the Kafka key, or None."""
-    size = len(aggregate_id.encode("utf-8", "surrogatepass"))
+    """Why ``aggregate_id`` cannot be the Kafka key, or None (for every key :func:`plain_key` does
+    not pass at a glance: one strict encode and one search for NUL when the key is good)."""
+    try:
+        size = len(aggregate_id.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        return _not_text("aggregate_id", aggregate_id, exc.start)
     if size == 0:
         return "aggregate_id must not be empty (it is the Kafka key)"
     if size > MAX_KEY_BYTES:
         return (f"aggregate_id is {size:,} bytes, over the {MAX_KEY_BYTES:,}-byte key limit "
                 "(key, payload and headers must fit one Kafka produce request)")
+    if "\x00" in aggregate_id:
+        return _not_text("aggregate_id", aggregate_id, aggregate_id.index("\x00"))
     return None
 
 
@@ -81,7 +91,25 @@ def event_type_problem(event_type: object) -> str | None:
         return f"event_type {event_type!r} must be a non-empty string"
     if len(event_type) > MAX_EVENT_TYPE:
         return f"event_type is {len(event_type)} characters, over the {MAX_EVENT_TYPE}-character limit"
+    for index, char in enumerate(event_type):
+        if char == "\x00" or "\ud800" <= char <= "\udfff":
+            return _not_text("event_type", event_type, index)
     return None
+
+
+def _not_text(field: str, text: str, index: int) -> str:
+    """The problem of a NUL or a lone surrogate at ``text[index]``."""
+    char = text[index]
+    what = ("a NUL character, which PostgreSQL text cannot store" if char == "\x00"
+            else f"a lone surrogate ({char!r}), which is not text: UTF-8 cannot encode it")
+    return f"{field} {shown(text)!r} has {what} (at index {index})"
+
+
+def shown(text: str, limit: int = 60) -> str:
+    """``text`` as an error message may show it: shortened, and with NUL, lone surrogates and other
+    unprintable characters escaped (a raw one made printing or logging the message fail)."""
+    short = _short(text, limit)
+    return short if short.isprintable() else repr(short)[1:-1]
 
 
 def database_rules_state(conn: Any) -> bool | None:
@@ -101,5 +129,5 @@ def _short(text: str, limit: int = 60) -> str:
 
 __all__ = [
     "MAX_AGGREGATE_TYPE", "MAX_EVENT_TYPE", "MAX_KEY_BYTES", "MAX_TRACEPARENT_BYTES", "RULED_COLUMNS", "RULES",
-    "aggregate_type_problem", "database_rules_state", "event_type_problem", "key_problem", "plain_key",
+    "aggregate_type_problem", "database_rules_state", "event_type_problem", "key_problem", "plain_key", "shown",
 ]

@@ -19,7 +19,7 @@ from postbox.codec.compiled_writer import Write
 from postbox.codec.json_codec import JsonCodec
 from postbox.errors import PayloadError
 from postbox.payloads.instance import EventPayload, as_mapping
-from postbox.outbox.deliverable import aggregate_type_problem, event_type_problem, key_problem, plain_key
+from postbox.outbox.deliverable import aggregate_type_problem, event_type_problem, key_problem, plain_key, shown
 from postbox.outbox.trace import resolve_traceparent
 from postbox.outbox.sql_text import sql_text
 from postbox.outbox.uuid7 import uuid7, uuid7_many
@@ -326,7 +326,7 @@ _DELIVERABLE_TYPES_MAX = 4096
 def _raise_if_problem(aggregate_type: object, event_type: object, field_name: str, value: object, problem: str | None) -> None:
     if problem is not None:
         raise PayloadError(
-            f"{str(aggregate_type)[:60]}/{str(event_type)[:60]}: {problem}; the connector could never publish this row",
+            f"{shown(str(aggregate_type))}/{shown(str(event_type))}: {problem}; the connector could never publish this row",
             event_type=str(event_type),
             field=field_name,
             value=value,
