@@ -14,11 +14,19 @@ The process may be the application's own (a runtime in a thread of a web service
 --execute``, a test), so the tuning is counted: the first runtime to start applies it, the last to
 stop restores the threshold it found and unfreezes what it froze. A host that froze its own objects
 before any runtime started keeps managing its freeze: nothing is frozen or unfrozen then.
+
+A process forked while a consumer runs (a handler's process pool, a pre-forking server) runs no
+consumer (threads do not survive a fork), so nothing there would ever give the threshold back: the
+child starts with the host's threshold (:mod:`postbox.consumer.process_setting`'s fork rule, as
+the switch interval does). What was frozen stays frozen in the child: unfreezing would let the
+child's next full collection walk, and write to, every object the parent froze, copying the
+memory pages the fork shares (what ``gc.freeze`` before a fork is for).
 """
 
 from __future__ import annotations
 
 import gc
+import os
 from contextlib import AbstractContextManager
 
 from postbox.consumer.process_setting import CountedSetting
@@ -47,7 +55,15 @@ def _give_back() -> None:
         gc.unfreeze()
 
 
-_setting = CountedSetting(_take, _give_back)
+def _give_back_threshold() -> None:
+    """In a forked child: the host's threshold; the freeze is kept (module docstring)."""
+    gc.set_threshold(*_found_threshold)
+
+
+_setting = CountedSetting(_take, _give_back, give_back_in_child=_give_back_threshold)
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_setting.forget_in_forked_child)
 
 
 def tuned_collector() -> AbstractContextManager[None]:

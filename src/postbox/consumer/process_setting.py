@@ -17,11 +17,14 @@ from contextlib import contextmanager
 
 
 class CountedSetting:
-    """``take`` runs when the first holder enters, ``give_back`` when the last one leaves."""
+    """``take`` runs when the first holder enters, ``give_back`` when the last one leaves;
+    ``give_back_in_child`` (default ``give_back``) in a child forked while it was held."""
 
-    def __init__(self, take: Callable[[], None], give_back: Callable[[], None]) -> None:
+    def __init__(self, take: Callable[[], None], give_back: Callable[[], None],
+                 give_back_in_child: Callable[[], None] | None = None) -> None:
         self._take = take
         self._give_back = give_back
+        self._give_back_in_child = give_back_in_child or give_back
         self._lock = threading.Lock()
         self._holders = 0
 
@@ -49,7 +52,7 @@ class CountedSetting:
         self._lock = threading.Lock()
         if self._holders:
             self._holders = 0
-            self._give_back()
+            self._give_back_in_child()
 
 
 __all__ = ["CountedSetting"]
