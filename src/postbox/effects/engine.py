@@ -44,12 +44,13 @@ from __future__ import annotations
 import concurrent.futures
 import enum
 import logging
+import operator
 import time
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 import redis
 from redis.exceptions import (
@@ -192,9 +193,13 @@ def _settled(fields: dict[str, Any], event_id: str) -> ApplyResult:
     return result
 
 
-@dataclass(slots=True)
-class _Event:
-    index: int
+class _Event(NamedTuple):
+    """One event as the engine sends it. A tuple (built by :data:`_new_event`, read by C-level
+    field getters): a slots dataclass's ``__init__`` is a Python call of 10 arguments per event,
+    in the apply worker's GIL-holding time."""
+
+    #: Its place in the batch (the results' index; ``index`` would shadow ``tuple.index``).
+    number: int
     #: The event id's UTF-8 (sent as bytes: the packer places bytes without encoding them).
     eid: bytes
     #: What the handler described (its commands are read back only to name a failing one).
@@ -214,6 +219,12 @@ class _Event:
     def event_id(self) -> str:
         """The id as the caller gave it (asked only to describe a failure or a retry)."""
         return self.eid.decode("utf-8")
+
+
+#: ``_Event(*fields)`` from a tuple of its fields, without the generated Python ``__new__``.
+_new_event = tuple.__new__
+_ARGS = operator.attrgetter("args")
+_SIZE = operator.attrgetter("size")
 
 
 @dataclass(slots=True)
@@ -440,12 +451,14 @@ class EffectsEngine:
         slot). One loop over the batch with its constants bound once, and the legacy-marker
         check's common case decided inline: a method call per event, and the attribute lookups in
         it, cost ~0.3 µs of the apply worker's GIL-holding time per event."""
-        layout, cluster, check_slot = self.layout, self.cluster, self.cluster or self.strict_slots
+        layout, cluster, check_slot, strict = self.layout, self.cluster, self.cluster or self.strict_slots, self.strict_slots
         marker_in, failures_in = layout.marker_in, layout.failures_in
+        shared_failures = None if layout.slot_aligned else failures_in(b"")  # one stream for the group: asked once
         # The legacy key is the current marker for an event keyed under its own routing tag
         # (aggregate_keys) when the group needs no escaping: see _legacy_marker.
         tagged_is_current = self.legacy_markers and layout.group_unescaped
         prepared: list[_Event] = []
+        add = prepared.append
         results: list[Outcome | ApplyResult | None] = []
         for index, (ref, effects) in enumerate(events):
             if not isinstance(ref, EventRef) or not isinstance(effects, Effects) or not isinstance(ref.id, str) or not ref.id:
@@ -453,25 +466,27 @@ class EffectsEngine:
             if effects._functions is not None:  # the builder's running record (see Effects.__init__)
                 self._check_functions(ref.id, effects._functions)
             eid = ref.id.encode("utf-8")
-            tag = tag_text(ref.tag_bytes)
+            tag = tag_text(ref.tag.encode("utf-8", "surrogateescape"))  # ref.tag_bytes, without the property's call
             marker = marker_in(eid, tag)
             # The slot matters on a cluster and for the strict check; a single server skips the CRC.
             slot = key_slot(marker) if check_slot else 0
-            refused = self._outside_slot(ref, effects, slot) if self.strict_slots else None
+            refused = self._outside_slot(ref, effects, slot) if strict else None
             results.append(refused)
             if refused is not None:
                 continue
             keys = effects._keys
             if tagged_is_current and keys and keys[0].startswith(b"{%s}" % tag):
                 legacy = None
+                shape = b"-"
+                size = effects._size + 2 * len(marker) + len(eid)
             else:
                 legacy = self._legacy_marker(eid, keys, tag, marker, slot)
-            prepared.append(_Event(
-                index, eid, effects, marker, legacy, failures_in(tag), slot if cluster else 0,
-                len(keys) + len(effects._args) + 5,
-                effects._size + 2 * len(marker) + len(eid) + (len(legacy) if legacy else 0),
-                (b"l" if legacy is not None else b"-") + b"".join(effects._shape),
-            ))  # fmt: skip
+                shape = b"-" if legacy is None else b"l"
+                size = effects._size + 2 * len(marker) + len(eid) + (len(legacy) if legacy else 0)
+            add(_new_event(_Event, (
+                index, eid, effects, marker, legacy, shared_failures or failures_in(tag), slot if cluster else 0,
+                len(keys) + len(effects._args) + 5, size, shape + b"".join(effects._shape),
+            )))  # fmt: skip
         return prepared, results
 
     @staticmethod
@@ -516,6 +531,10 @@ class EffectsEngine:
         return legacy
 
     def _calls(self, lane: list[_Event], waitaof: bool) -> list[_Call]:
+        """The lane's events cut into calls within ``batch_size``, :data:`MAX_CALL_ARGS` and
+        :data:`MAX_CALL_BYTES`, in order."""
+        if len(lane) <= self.batch_size and sum(map(_ARGS, lane)) <= MAX_CALL_ARGS and sum(map(_SIZE, lane)) <= MAX_CALL_BYTES:
+            return [self._encode(lane, waitaof)]  # the common lane, within every bound: no step per event
         calls: list[_Call] = []
         current: list[_Event] = []
         args = size = 0
@@ -569,11 +588,11 @@ class EffectsEngine:
         at = 0
         for event, code in zip(call.events, codes):
             if code == 1:
-                results[event.index] = Outcome.APPLIED
+                results[event.number] = Outcome.APPLIED
             elif code == 2:
-                results[event.index] = Outcome.DUPLICATE
+                results[event.number] = Outcome.DUPLICATE
             else:
-                results[event.index] = self._failure(event, code, details[at : at + 4])
+                results[event.number] = self._failure(event, code, details[at : at + 4])
                 at += 4
 
     def _failure(self, event: _Event, code: int, detail: list[Any]) -> ApplyResult:
@@ -605,7 +624,7 @@ class EffectsEngine:
         if not self.cluster:  # one node, one lane, never put down: every event is in wave 0
             return self._send_wave(prepared, {0: self._node_for(0)}, waitaof, results)
         nodes = {slot: self._node_for(slot) for slot in {e.slot for e in prepared}}
-        places = [Placement(e.slot, nodes[e.slot][0], order[e.index] if order is not None else None) for e in prepared]
+        places = [Placement(e.slot, nodes[e.slot][0], order[e.number] if order is not None else None) for e in prepared]
         waves = plan_waves(places)
         held: set[tuple[str, Hashable]] = set()
         first: TransientEffectError | None = None
@@ -614,16 +633,16 @@ class EffectsEngine:
             for event, place in ((e, p) for e, p, w in zip(prepared, places, waves) if w == wave):
                 down = self._health.error(place.node)
                 if _hold_keys(place) & held:
-                    results[event.index] = _retry(event, "an earlier event of its slot or order key is not applied yet", "ordered")
+                    results[event.number] = _retry(event, "an earlier event of its slot or order key is not applied yet", "ordered")
                 elif down is not None:
-                    results[event.index] = _retry(event, f"Redis node {place.node} is down: {down}", "node-down")
+                    results[event.number] = _retry(event, f"Redis node {place.node} is down: {down}", "node-down")
                     first = first or TransientEffectError(f"Redis node {place.node} is down: {down}", reason="node-down")
                 else:
                     sending.append(event)
             error = self._send_wave(sending, nodes, waitaof, results) if sending else None
             first = first or error
             for event, place, _ in ((e, p, w) for e, p, w in zip(prepared, places, waves) if w == wave):
-                result = results[event.index]
+                result = results[event.number]
                 if isinstance(result, ApplyResult) and result.retry:  # a retry is always a full result
                     held |= _hold_keys(place)
         return first
@@ -649,7 +668,7 @@ class EffectsEngine:
                     self._results(call, results)
                 for call in outcome.failed:
                     for event in call.events:
-                        results[event.index] = _retry(event, str(outcome.error), outcome.error.reason if outcome.error else "")
+                        results[event.number] = _retry(event, str(outcome.error), outcome.error.reason if outcome.error else "")
                 first = first or outcome.error
                 moved += outcome.moved
             if not moved:
@@ -665,7 +684,7 @@ class EffectsEngine:
         for calls in moved:
             for call in calls:
                 for event in call.events:
-                    results[event.index] = _retry(event, str(error), error.reason)
+                    results[event.number] = _retry(event, str(error), error.reason)
         return first or error
 
     def _run_nodes(self, by_node: dict[str, tuple[redis.Redis, list[list[_Call]]]], waitaof: bool) -> list[_NodeOutcome]:
