@@ -50,3 +50,11 @@ def test_options_with_values_keep_their_type():
     assert execute.split("--execute", 1)[1].split("Apply", 1)[0].strip(" │") == ""
     assert any("--partition" in line and "<int" in line for line in text.splitlines())
     assert any("--app" in line and "MODULE:APP" in line for line in text.splitlines())
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: " ".join(p) or "postbox")
+def test_a_repeatable_option_shows_what_a_user_types(path):
+    """A repeatable option showed `<list[int]>` (typer's name for the parameter's type); it shows
+    what one occurrence takes (`-p PARTITION`, `--where FIELD=VALUE`), and says it repeats."""
+    text = _help(path)
+    assert "<list[" not in text

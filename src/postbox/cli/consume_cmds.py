@@ -50,7 +50,7 @@ def consume(
     check: bool = typer.Option(False, "--check", help="load the app and validate the configuration, print it, and exit"),
     start: Optional[str] = typer.Option(None, "--from", help="with --until: a bounded window run from here — beginning | committed (the group's offsets) | last:N (the last N of EACH partition before --until) | OFFSET | ISO time | duration ago (2h)"),
     until: Optional[str] = typer.Option(None, "--until", help="end of the window (exclusive): OFFSET | ISO time | duration ago | end (the high watermark at start-up), as kcat -o e@ts; never commits the group's offsets"),
-    partition: Optional[list[int]] = typer.Option(None, "--partition", "-p", min=0, help="with --until: only these partitions (repeatable)"),
+    partition: Optional[list[int]] = typer.Option(None, "--partition", "-p", min=0, metavar="PARTITION", help="with --until: only this partition (repeatable: -p 0 -p 3)"),
 ) -> int:
     """Consume outbox topics with the handlers of MODULE:APP, exactly once per group."""
     from postbox.consumer import ConsumerConfig, ConsumerRuntime, load_app
@@ -79,7 +79,7 @@ def consume(
         load_reader_codec(app, config)  # a handler's missing schema is a configuration error here too
         print_json({"app": app_spec, "handlers": [f"{r.aggregate_type}/{r.event_type} -> {r.name}" for r in app.routes],
                     "hooks": {"startup": list(app.lifecycle.provided), "shutdown": [h.name for h in app.lifecycle.shutdown]},
-                    "config": config.describe(), "sources": dict(config.sources)})  # fmt: skip
+                    "config": config.describe(), "sources": dict(config.sources), "window": window_check(window)})  # fmt: skip
         return 0
     configure(config.log_format, config.log_level)
     if window is not None:
@@ -109,6 +109,17 @@ def _window_specs(start: Optional[str], until: Optional[str], partition: Optiona
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--until") from None
     return begin, end, sorted(set(partition)) if partition else None
+
+
+def window_check(window: Optional[tuple[Any, Any, Optional[list[int]]]]) -> Optional[dict[str, Any]]:
+    """What ``--check`` says of the window a run would apply (None: a group member). Its ends as
+    parsed (a duration ago is already a time), not yet resolved to offsets: that needs Kafka."""
+    if window is None:
+        return None
+    start, end, partitions = window
+    return {"from": start.describe(), "until": f"{end.describe()} (exclusive)",
+            "partitions": partitions if partitions else "all",
+            "commits": "never: a window run joins no group and leaves its offsets as they are"}
 
 
 def run_window(app: Any, config: Any, settings: Any, start: Any, end: Any, partitions: Optional[list[int]]) -> int:

@@ -53,7 +53,7 @@ def register(app: typer.Typer) -> None:
 @kafka_client_options
 def dlq_list(
     topic: Optional[str] = TopicOpt,
-    event_id: Optional[list[str]] = typer.Option(None, "--event-id", help="Only these events (repeatable)."),
+    event_id: Optional[list[str]] = typer.Option(None, "--event-id", metavar="EVENT_ID", help="Only this event (repeatable)."),
     error_class: Optional[str] = typer.Option(None, "--error-class", help="Only this error class (DecodeError, EffectFailed, EffectFailed:WRONGTYPE, ...)."),
     group: Optional[str] = typer.Option(None, "--group", help="Only dead letters of this consumer group."),
     since: Optional[str] = typer.Option(None, "--since", help="Only dead letters from this time (ISO) or this long ago (e.g. 2h)."),
@@ -136,7 +136,7 @@ def _print_letter(d: Any) -> None:
 @kafka_client_options
 def dlq_replay(
     topic: Optional[str] = TopicOpt,
-    event_id: Optional[list[str]] = typer.Option(None, "--event-id", help="Replay these events (repeatable)."),
+    event_id: Optional[list[str]] = typer.Option(None, "--event-id", metavar="EVENT_ID", help="Replay this event (repeatable)."),
     error_class: Optional[str] = typer.Option(None, "--error-class", help="Replay every dead letter of this error class."),
     group: Optional[str] = typer.Option(None, "--group", help="Only dead letters of this group."),
     all_letters: bool = typer.Option(False, "--all", help="Replay every dead letter (of --topic, if given)."),

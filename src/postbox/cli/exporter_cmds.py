@@ -21,7 +21,7 @@ def register(app: typer.Typer) -> None:
 @kafka_client_options
 def exporter(
     listen: str = typer.Option("127.0.0.1:9465", "--listen", help="host:port to serve /metrics on (POSTBOX_EXPORTER_LISTEN)", envvar="POSTBOX_EXPORTER_LISTEN"),
-    group: Optional[list[str]] = typer.Option(None, "--group", help="Only this consumer group (repeatable; default: every group on outbox topics)."),
+    group: Optional[list[str]] = typer.Option(None, "--group", metavar="GROUP", help="Only this consumer group (repeatable; default: every group on outbox topics)."),
     no_groups: bool = typer.Option(False, "--no-groups", help="Leave out the groups' lag (no Kafka connection)."),
     connector: Optional[str] = typer.Option(None, "--connector", help="Connector name (default: the packaged template's)."),
     once: bool = typer.Option(False, "--once", help="Print one scrape in the Prometheus text format and exit."),

@@ -56,7 +56,7 @@ def replay(
     shift_by: Optional[int] = typer.Option(None, "--shift-by", help="Move each partition N records from its committed offset (negative: re-consume N)."),
     to_current: bool = typer.Option(False, "--to-current", help="Keep the committed offsets (a plan to --export, or commits for partitions without one)."),
     from_file: Optional[Path] = typer.Option(None, "--from-file", help="Apply a plan written by --export (CSV topic,partition,offset)."),
-    topic: Optional[list[str]] = typer.Option(None, "--topic", help="Topics to reset (default: every topic the group committed)."),
+    topic: Optional[list[str]] = typer.Option(None, "--topic", metavar="TOPIC", help="A topic to reset (repeatable; default: every topic the group committed)."),
     partition: Optional[int] = typer.Option(None, "--partition", min=0, help="Only this partition."),
     execute: bool = typer.Option(False, "--execute", help="Apply the plan (default: a dry run that prints it and changes nothing)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan only (the default; kept for scripts that pass it)."),

@@ -30,7 +30,7 @@ def register(app: typer.Typer) -> None:
 def trace(
     event_id: str = typer.Argument(..., help="The event id (a UUID, or a stock outbox's id) from the outbox row or the record's `id` header."),
     topic: Optional[str] = typer.Option(None, "--topic", help="Search this topic (default: from the outbox row, else every outbox topic)."),
-    group: Optional[list[str]] = typer.Option(None, "--group", "-g", callback=group_id, help="Only these consumer groups (repeatable)."),
+    group: Optional[list[str]] = typer.Option(None, "--group", "-g", callback=group_id, metavar="GROUP", help="Only this consumer group (repeatable)."),
     database_url: Optional[str] = typer.Option(None, "--database-url", help="A role that may read the outbox (else POSTBOX_ADMIN_DATABASE_URL, POSTBOX_MAINT_DATABASE_URL, the local stack's postbox_maint)."),
     marker_ttl: Optional[str] = typer.Option(None, "--marker-ttl", help="Dedupe marker TTL the apply times are estimated with (env POSTBOX_MARKER_TTL; default: each group's published TTL, else 8d)."),
     max_scan: int = typer.Option(2_000_000, "--max-scan", min=1, help="Examine at most this many Kafka records."),
