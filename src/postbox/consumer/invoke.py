@@ -96,6 +96,12 @@ def start(handler: Handler, event: Event, fx: Effects, name: str | None = None) 
     result = handler(event, fx)
     if result is None:  # the common case, first: this runs once per event
         return None
+    return returned(result, handler, fx, name)
+
+
+def returned(result: object, handler: Handler, fx: Effects, name: str | None = None) -> Coroutine[Any, Any, None] | None:
+    """:func:`start` once the handler returned ``result`` (not None): the coroutine that finishes
+    an awaitable, else None once the value is checked (:func:`check_result`)."""
     if inspect.isawaitable(result):
         return _finish(result, name or handler_name(handler), fx)
     check_result(result, name or handler_name(handler), fx)
@@ -190,9 +196,11 @@ class Invoker:
             attempt += 1
             fx = Effects()
             try:
-                pending = start(handler, event, fx, name)
-                if pending is not None:
-                    self.runner.run(pending)
+                result = handler(event, fx)  # start(), inline: this runs once per event
+                if result is not None:
+                    pending = returned(result, handler, fx, name)
+                    if pending is not None:
+                        self.runner.run(pending)
                 return fx
             except Exception as exc:  # noqa: BLE001 - every handler error is classified
                 failed = self._failed(name, event, exc, attempt, transient)
