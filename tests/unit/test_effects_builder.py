@@ -30,6 +30,12 @@ def test_lone_surrogate_text_is_refused() -> None:
         Effects().set("k", "\udc80")
 
 
+@pytest.mark.parametrize(("key", "field", "named"), [("\udc80", "f", "hincrby key"), ("k", "\udc80", "hincrby field")])
+def test_hincrby_names_the_text_that_is_not_utf8(key: str, field: str, named: str) -> None:
+    with pytest.raises(InvalidEffectError, match=f"{named}: .* is not valid UTF-8"):
+        Effects().hincrby(key, field, 1)
+
+
 def test_chaining_keys_and_len() -> None:
     fx = Effects().set("a", 1).sadd("b", 1).hincrby("a", "f").delete("c", "a")
     assert len(fx) == 4

@@ -132,8 +132,14 @@ class Effects:
 
     def hincrby(self, key: Key, field: Key, amount: int = 1) -> "Effects":
         """HINCRBY by a 64-bit integer. Undo: the field's previous value (or its absence)."""
-        # The most common effect, so written out: the same checks as _add's, no list per call.
-        k, f, n = _bytes(key, "hincrby key"), _bytes(field, "hincrby field"), _int(amount, "hincrby amount")
+        # The most common effect, so written out: the same checks as _add's, no list per call, and
+        # the common exact types (str key and field, an int in range) encoded without a call each.
+        try:
+            k = key.encode() if type(key) is str else _bytes(key, "hincrby key")
+            f = field.encode() if type(field) is str else _bytes(field, "hincrby field")
+        except UnicodeEncodeError:  # text that is not UTF-8 (a lone surrogate): named by _bytes
+            k, f = _bytes(key, "hincrby key"), _bytes(field, "hincrby field")
+        n = str(amount).encode() if type(amount) is int and _INT64[0] <= amount <= _INT64[1] else _int(amount, "hincrby amount")
         shape = self._shape
         if len(shape) >= MAX_COMMANDS:
             _too_many_commands()
