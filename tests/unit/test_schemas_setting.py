@@ -145,3 +145,17 @@ def test_postbox_consume_exits_1_before_reading_a_record(tmp_path):
                               capture_output=True, text=True, timeout=60)
         assert done.returncode == 1, done.stdout + done.stderr
         assert "user/PasswordReset.v1.avsc" in done.stdout + done.stderr
+
+
+def test_the_consumer_says_which_schemas_folder_it_reads(tmp_path, monkeypatch, caplog):
+    """Found as a new user: the start-up line showed ``schemas_dir=None`` (the unset setting) while
+    the consumer read ``./schemas`` of the working directory; it now logs the folder it loaded."""
+    (tmp_path / "schemas" / "user").mkdir(parents=True)
+    (tmp_path / "schemas" / "user" / "SignedUp.v1.avsc").write_text(json.dumps(SCHEMA))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("POSTBOX_SCHEMAS_DIR", raising=False)
+    app = App("g")
+    app.add("user", "SignedUp", lambda event, fx: None)
+    with caplog.at_level("INFO", logger="postbox.consumer"):
+        load_reader_codec(app, _config(app))
+    assert f"event schemas: 1 schema(s) in {tmp_path / 'schemas'}" in caplog.text

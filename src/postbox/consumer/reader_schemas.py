@@ -51,7 +51,10 @@ def load_reader_codec(app: "App", config: "ConsumerConfig") -> AvroCodec | None:
             ) from None
         log.warning("no schema repository (%s): Avro records will be dead-lettered as DecodeError", exc.message)
         return None
-    return checked_codec(app, folder)
+    codec = checked_codec(app, folder)
+    # the start-up line shows the setting (None when unset); this says which folder it resolved to
+    log.info("event schemas: %d schema(s) in %s", len(codec.repository), folder)
+    return codec
 
 
 def checked_codec(app: "App", folder: Path) -> AvroCodec:
