@@ -135,3 +135,25 @@ def test_round_trip_property(order_id: str, quantity: int, total: int, coupon: s
     payload = order_v1(order_id=order_id, total_cents=total, coupon=coupon, currency="GBP", placed_at=placed,
                        items=[{"sku": order_id, "quantity": quantity, "unit_price_cents": total}])
     assert CODEC.decode(CODEC.encode("order", "OrderPlaced", payload)).payload == payload
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["fastavro-read-data", "schemaless-reader"])
+def test_both_read_paths_give_the_same_payloads_and_errors(compiled: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The codec reads through fastavro's compiled ``_read_data`` with the named-type tables built
+    once, or, where a fastavro lacks it, through ``schemaless_reader``: the same payload, and the
+    same DecodeError for truncated bytes and for trailing ones, either way."""
+    import postbox.codec.avro as avro
+
+    if not compiled:
+        monkeypatch.setattr(avro, "_read_data", None)
+    codec = AvroCodec()
+    placed = {"order_id": "o-1", "customer_id": "c-1", "total_cents": 250, "placed_at": datetime(2026, 1, 2, tzinfo=timezone.utc),
+              "items": [{"sku": "s", "quantity": 2, "unit_price_cents": 125}], "currency": "EUR", "coupon": None}  # fmt: skip
+    value = codec.encode("order", "OrderPlaced", placed)
+    payload, reading = codec.read(value)
+    assert (reading.named is not None) is compiled
+    assert payload == placed
+    with pytest.raises(DecodeError, match=r"cannot be read as order/OrderPlaced v2: EOFError"):
+        codec.read(value[:-3])
+    with pytest.raises(DecodeError, match="has 2 trailing bytes"):
+        codec.read(value + b"\x00\x00")
