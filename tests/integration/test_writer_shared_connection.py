@@ -269,3 +269,36 @@ def test_a_connection_is_usable_by_other_threads_after_the_block(admin_database_
         assert run_threads(work) == []
         assert written(conn)[0] == WORKERS
         conn.rollback()
+
+
+def test_a_nested_block_gives_the_connection_back_to_the_outer_block(admin_database_url: str) -> None:
+    """A block inside a block (a savepoint) owns the connection until it ends, then the outer block
+    owns it again: still refused to other threads until the outer block ends."""
+    outbox = Outbox(encoding="json")
+
+    def other_thread_emits(conn: psycopg.Connection[Any]) -> list[BaseException]:
+        done: list[BaseException] = []
+
+        def work() -> None:
+            try:
+                outbox.emit(conn, "tshared", "other", "Happened", {"n": 0})
+            except BaseException as exc:  # noqa: BLE001 - reported by the test
+                done.append(exc)
+
+        thread = threading.Thread(target=work, daemon=True)
+        thread.start()
+        thread.join(HANG_AFTER_S)
+        assert not thread.is_alive()
+        return done
+
+    with psycopg.connect(admin_database_url, autocommit=True) as conn:
+        with outbox.transaction(conn) as outer:
+            with outbox.transaction(conn) as inner:
+                inner.emit("tshared", "inner", "Happened", {"n": 1})
+            outer.emit("tshared", "outer", "Happened", {"n": 2})
+            refused = other_thread_emits(conn)
+            assert written(conn)[0] == 2
+            raise psycopg.Rollback()  # keep the table clean
+        assert [type(e) for e in refused] == [SharedConnectionError]
+        with conn.transaction(force_rollback=True):
+            assert other_thread_emits(conn) == []
