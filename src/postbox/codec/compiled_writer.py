@@ -29,7 +29,6 @@ from postbox.codec.validate import INT_RANGE, LONG_RANGE
 Write = Callable[[Any, bytearray], bool]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_MISSING = object()
 _PACK_FLOAT = struct.Struct("<f").pack
 _PACK_DOUBLE = struct.Struct("<d").pack
 
@@ -107,12 +106,15 @@ class _Compiler(SchemaCompiler[Write]):
             if type(datum) is not dict or not known.issuperset(datum):
                 return False
             for name, write, default in fields:
-                value = datum.get(name, _MISSING)
-                if value is _MISSING:
+                # datum[name], not datum.get: a plain dict subscript is the cheaper common case.
+                try:
+                    value = datum[name]
+                except KeyError:
                     if default is None:
                         return False
                     out += default
-                elif not write(value, out):
+                    continue
+                if not write(value, out):
                     return False
             return True
 
