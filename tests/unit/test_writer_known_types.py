@@ -8,6 +8,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import copy
+import dataclasses
+import pickle
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -15,7 +19,7 @@ from hypothesis import strategies as st
 from postbox.codec import AvroCodec
 from postbox.errors import PayloadError
 from postbox.outbox import trace_context
-from postbox.outbox.rows import PreparedRow, RowFactory
+from postbox.outbox.rows import EmittedEvent, PreparedRow, RowFactory
 from postbox.schemas import SchemaRepository
 
 CODEC = AvroCodec(SchemaRepository.load(Path(__file__).resolve().parents[2] / "schemas"))
@@ -105,3 +109,13 @@ def test_options_and_other_versions_take_the_full_path() -> None:
     assert rows.prepare("order", "o", "OrderPlaced", ORDER, traceparent=TP).event.traceparent == TP
     with pytest.raises(TypeError, match="versoin"):
         rows.prepare("order", "o", "OrderPlaced", ORDER, versoin=2)  # type: ignore[call-arg]
+
+
+def test_the_emitted_event_is_the_dataclass_its_init_would_make() -> None:
+    event = warmed().prepare("order", "o-1", "OrderPlaced", ORDER).event
+    twin = EmittedEvent(event.id, "order", "o-1", "OrderPlaced", 2, None)
+    assert event == twin and hash(event) == hash(twin) and repr(event) == repr(twin)
+    assert dataclasses.asdict(event) == dataclasses.asdict(twin) and event.topic == twin.topic == "outbox.event.order"
+    assert pickle.loads(pickle.dumps(event)) == twin and copy.copy(event) == twin
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        event.aggregate_id = "o-2"  # type: ignore[misc]
