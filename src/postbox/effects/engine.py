@@ -585,8 +585,16 @@ class EffectsEngine:
         """Fill ``results`` from the call's reply ``[codes, details]`` (see apply_effects.lua):
         the outcome itself for an applied or duplicate event, a result for any other."""
         codes, details = call.reply
+        events = call.events
+        first, last, count = events[0].number, events[-1].number, len(events)
+        # A call's events are in batch order (lanes and waves keep it), so first..last spanning
+        # exactly ``count`` numbers means they are those numbers, in order: the common call (its
+        # events applied, one after the other) is filled by one slice, not a step per event.
+        if last - first == count - 1 and len(codes) == count and codes.count(1) == count:
+            results[first : last + 1] = [Outcome.APPLIED] * count
+            return
         at = 0
-        for event, code in zip(call.events, codes):
+        for event, code in zip(events, codes):
             if code == 1:
                 results[event.number] = Outcome.APPLIED
             elif code == 2:
