@@ -30,11 +30,13 @@ psycopg itself, then shares with another thread or task. That is psycopg's contr
 pipeline is not thread-safe): give each thread or task its own connection, e.g. from a
 ``psycopg_pool`` pool.
 
-Cost: a send takes one more lock, uncontended in the common case: about 0.2 µs of client CPU
-(``threading.Lock``, with the guard's lookup) and 0.6 µs (``asyncio.Lock``) in a hot loop, against
-an emit's 80-120 µs of client CPU on this machine; emits in alternated blocks, old and new in one
-process (``time.process_time``, 10 blocks of 10,000 pipelined emits each, load 10-12), showed no
-difference beyond the blocks' own spread of +-15 µs (sync 87.1 -> 88.6 µs, async 116.9 -> 102.3 µs).
+Cost: a send takes one more lock, uncontended in the common case: 0.3 µs of client CPU per send
+with the guard's lookup (``threading.Lock``, hot loop on a real connection, load ~6) and 0.6-0.8 µs
+with ``asyncio.Lock``. Whole emits, old and new side by side in one process (``time.process_time``,
+alternated blocks of pipelined emits, JSON payloads, 75-110 µs of client CPU per emit at load 6-12)
+did not settle it: 30 blocks of 2,000 gave sync +2.2 µs, async +6.0 µs (an A/A run of the same
+code: -0.3 and +1.7 µs); 10 blocks of 10,000 gave +1.4 / -14.6 µs and +6.8 / +3.5 µs. A cheaper
+async turn (no ``asyncio.Lock`` when uncontended) is the first thing to try if it shows.
 """
 
 from __future__ import annotations
