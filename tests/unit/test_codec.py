@@ -140,8 +140,9 @@ def test_round_trip_property(order_id: str, quantity: int, total: int, coupon: s
 @pytest.mark.parametrize("compiled", [True, False], ids=["fastavro-read-data", "schemaless-reader"])
 def test_both_read_paths_give_the_same_payloads_and_errors(compiled: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """The codec reads through fastavro's compiled ``_read_data`` with the named-type tables built
-    once, or, where a fastavro lacks it, through ``schemaless_reader``: the same payload, and the
-    same DecodeError for truncated bytes and for trailing ones, either way."""
+    once, or, where a fastavro lacks it, through ``schemaless_reader``: the same payload (as
+    written, and resolved from v1 into v2), and the same DecodeError for truncated bytes and for
+    trailing ones, either way."""
     import postbox.codec.avro as avro
 
     if not compiled:
@@ -157,3 +158,9 @@ def test_both_read_paths_give_the_same_payloads_and_errors(compiled: bool, monke
         codec.read(value[:-3])
     with pytest.raises(DecodeError, match="has 2 trailing bytes"):
         codec.read(value + b"\x00\x00")
+    v1 = codec.encode("order", "OrderPlaced", {k: v for k, v in placed.items() if k not in ("currency", "coupon")}, version=1)
+    resolved, reading = codec.read(v1)  # v1 bytes into v2: defaults fill currency and coupon
+    assert reading.resolve_into is not None and (reading.named is not None) is compiled
+    assert resolved == placed
+    with pytest.raises(DecodeError, match=r"order/OrderPlaced v1 payload \(\d+ bytes\) cannot be read as order/OrderPlaced v2: "):
+        codec.read(v1[:-3])
