@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 from postbox.effects import Effects, EffectsEngine, EventRef, Outcome
 from tests.support.redis_servers import RedisServer
+from tests.support.redis_state import key_value
 
 pytestmark = pytest.mark.integration
 
@@ -120,17 +121,7 @@ def state(client: redis.Redis, key: str) -> tuple:
     kind = client.type(key).decode()
     if kind == "none":
         return ("none",)
-    value: object
-    if kind == "string":
-        value = client.get(key)
-    elif kind == "hash":
-        value = sorted(client.hgetall(key).items())
-    elif kind == "set":
-        value = sorted(client.smembers(key))
-    elif kind == "zset":
-        value = client.zrange(key, 0, -1, withscores=True)
-    else:
-        value = client.lrange(key, 0, -1)
+    value = key_value(client, key, kind)
     return (kind, value)
 
 

@@ -31,6 +31,7 @@ from hypothesis import strategies as st
 from postbox.effects import Effects, EffectsEngine, EventRef, Outcome
 from tests.integration.conftest_effects import FUNCTIONS_DIR
 from tests.support.redis_servers import RedisServer
+from tests.support.redis_state import key_value
 
 pytestmark = pytest.mark.integration
 
@@ -177,16 +178,9 @@ def state(client: redis.Redis, key: str, *, exact: bool) -> tuple:
         at = round(at / 60_000)  # expiries set during the run differ by the clock: minutes suffice
     if kind == "none":
         return ("none",)
-    if kind == "string":
-        value: object = client.get(key)
-    elif kind == "hash":
-        value = sorted(client.hgetall(key).items())
-    elif kind == "set":
-        value = sorted(client.smembers(key))
-    elif kind == "zset":
-        value = client.zrange(key, 0, -1, withscores=True)
-    elif kind == "list":
-        value = client.lrange(key, 0, -1)
+    value: object
+    if kind != "stream":
+        value = key_value(client, key, kind)
     else:
         entries = client.xrange(key)
         info = client.xinfo_stream(key)

@@ -287,6 +287,49 @@ class MarkerEngine(ScriptedEngine):
         return out
 
 
+def _two_rounds(handler, engine: "MarkerEngine", records: list, between_rounds=None, **config_kw) -> tuple[ConsumerRuntime, list]:
+    """A runtime whose engine is ``engine`` and whose handler is ``handler`` runs the records once
+    with their generated fates, then (after ``between_rounds``) the partitions' retries with the
+    dead-letter topic healthy; returns the runtime and the dead letters acknowledged, in order."""
+    app = App("g", require_schemas=False)
+    app.catch_all(handler)
+    config = ConsumerConfig.load({}, group="g", topics="t", redis_url="redis://127.0.0.1:1/0", kafka_bootstrap="127.0.0.1:1", **config_kw)
+    runtime = ConsumerRuntime(app, config, redis_client=redis.Redis(port=1), install_signals=False)
+    runtime.engine = engine  # type: ignore[assignment]
+    letters = ScriptedDeadLetters({(p, o) for p, o, f in records if f == FAILED_UNACKED})
+    runtime.pipeline.dead_letters = letters  # type: ignore[assignment]
+    runtime.partitions.consumer = ResumingConsumer()  # type: ignore[assignment]
+    runtime.pipeline.carry_delay_s = 0.0
+    for p in range(PARTITIONS):
+        runtime.states[("t", p)] = PartitionState("t", p)
+    pipeline = runtime.pipeline
+    try:
+        pipeline.launch(pipeline.prepare([Redelivered(p, o) for p, o, _f in records]))  # type: ignore[misc]
+        pipeline.settle()
+        if between_rounds is not None:
+            between_rounds()
+        sent_first = len(letters.sent)
+        acked = [(p, o) for p, o in letters.sent if (p, o) not in letters.refused]
+        letters.refused = set()
+        for state in runtime.states.values():
+            state.resume_at = 0.0 if state.resume_at is not None else None
+        runtime.partitions.resume_due()
+        again = [Redelivered(p, o) for p, o, _f in records
+                 if runtime.states[("t", p)].resume_offset is not None and o >= runtime.states[("t", p)].resume_offset]
+        pipeline.launch(pipeline.prepare(again) if again else None)  # type: ignore[arg-type]
+        pipeline.settle()
+    finally:
+        pipeline.close()
+    return runtime, acked + letters.sent[sent_first:]  # the dead-letter topic acknowledges everything in the retry
+
+
+def _assert_each_record_once(engine: "MarkerEngine", acked: list, records: list) -> None:
+    assert len(engine.applied) == len(set(engine.applied)), "an event applied twice"
+    assert len(acked) == len(set(acked)), f"a dead letter acknowledged twice: {acked}"
+    assert not set(engine.applied) & set(acked), "an event both applied and dead-lettered"
+    assert set(engine.applied) | set(acked) == {(p, o) for p, o, _f in records}, "a record neither applied nor dead-lettered"
+
+
 @settings(max_examples=100, deadline=None)
 @given(
     per_partition=st.lists(st.lists(FATES, min_size=0, max_size=5), min_size=PARTITIONS, max_size=PARTITIONS),
@@ -301,38 +344,8 @@ def test_after_the_retries_every_record_is_applied_or_dead_lettered_exactly_once
     if not records:
         return
     engine = MarkerEngine({(p, o): f for p, o, f in records}, transient)
-    app = App("g", require_schemas=False)
-    app.catch_all(lambda event, fx: fx.rpush("{t:a}:seq", event.payload["seq"]))
-    config = ConsumerConfig.load({}, group="g", topics="t", redis_url="redis://127.0.0.1:1/0", kafka_bootstrap="127.0.0.1:1")
-    runtime = ConsumerRuntime(app, config, redis_client=redis.Redis(port=1), install_signals=False)
-    runtime.engine = engine  # type: ignore[assignment]
-    letters = ScriptedDeadLetters({(p, o) for p, o, f in records if f == FAILED_UNACKED})
-    runtime.pipeline.dead_letters = letters  # type: ignore[assignment]
-    runtime.partitions.consumer = ResumingConsumer()  # type: ignore[assignment]
-    runtime.pipeline.carry_delay_s = 0.0
-    for p in range(PARTITIONS):
-        runtime.states[("t", p)] = PartitionState("t", p)
-    pipeline = runtime.pipeline
-    try:
-        pipeline.launch(pipeline.prepare([Redelivered(p, o) for p, o, _f in records]))  # type: ignore[misc]
-        pipeline.settle()
-        first_round = len(letters.sent)
-        acked = [(p, o) for p, o in letters.sent if (p, o) not in letters.refused]
-        letters.refused = set()
-        for state in runtime.states.values():
-            state.resume_at = 0.0 if state.resume_at is not None else None
-        runtime.partitions.resume_due()
-        again = [Redelivered(p, o) for p, o, _f in records
-                 if runtime.states[("t", p)].resume_offset is not None and o >= runtime.states[("t", p)].resume_offset]
-        pipeline.launch(pipeline.prepare(again) if again else None)  # type: ignore[arg-type]
-        pipeline.settle()
-    finally:
-        pipeline.close()
-    acked += letters.sent[first_round:]  # the dead-letter topic acknowledges everything now
-    assert len(engine.applied) == len(set(engine.applied)), "an event applied twice"
-    assert len(acked) == len(set(acked)), f"a dead letter acknowledged twice: {letters.sent}"
-    assert not set(engine.applied) & set(acked), "an event both applied and dead-lettered"
-    assert set(engine.applied) | set(acked) == {(p, o) for p, o, _f in records}, "a record neither applied nor dead-lettered"
+    runtime, acked = _two_rounds(lambda event, fx: fx.rpush("{t:a}:seq", event.payload["seq"]), engine, records)
+    _assert_each_record_once(engine, acked, records)
     for p, fates in enumerate(per_partition):
         if fates:
             assert runtime.states[("t", p)].done == len(fates), (p, fates, transient)
@@ -364,41 +377,13 @@ def test_with_handler_failures_too_every_record_is_applied_or_dead_lettered_exac
         fx.rpush("{t:a}:seq", event.payload["seq"])
 
     engine = MarkerEngine({k: (APPLIED if f in (H_PERMANENT, H_TRANSIENT) else f) for k, f in fates.items()}, False)
-    app = App("g", require_schemas=False)
-    app.catch_all(handler)
-    config = ConsumerConfig.load({}, group="g", topics="t", redis_url="redis://127.0.0.1:1/0", kafka_bootstrap="127.0.0.1:1",
-                                 handler_retries=0)
-    runtime = ConsumerRuntime(app, config, redis_client=redis.Redis(port=1), install_signals=False)
-    runtime.engine = engine  # type: ignore[assignment]
-    letters = ScriptedDeadLetters({(p, o) for p, o, f in records if f == FAILED_UNACKED})
-    runtime.pipeline.dead_letters = letters  # type: ignore[assignment]
-    runtime.partitions.consumer = ResumingConsumer()  # type: ignore[assignment]
-    runtime.pipeline.carry_delay_s = 0.0
-    for p in range(PARTITIONS):
-        runtime.states[("t", p)] = PartitionState("t", p)
-    pipeline = runtime.pipeline
-    try:
-        pipeline.launch(pipeline.prepare([Redelivered(p, o) for p, o, _f in records]))  # type: ignore[misc]
-        pipeline.settle()
+
+    def between_rounds() -> None:
         engine.rounds = max(engine.rounds, 1)  # the scripted round is over, even if the engine was not called in it
         first_round[0] = False
-        sent_first = len(letters.sent)
-        acked = [(p, o) for p, o in letters.sent if (p, o) not in letters.refused]
-        letters.refused = set()
-        for state in runtime.states.values():
-            state.resume_at = 0.0 if state.resume_at is not None else None
-        runtime.partitions.resume_due()
-        again = [Redelivered(p, o) for p, o, _f in records
-                 if runtime.states[("t", p)].resume_offset is not None and o >= runtime.states[("t", p)].resume_offset]
-        pipeline.launch(pipeline.prepare(again) if again else None)  # type: ignore[arg-type]
-        pipeline.settle()
-    finally:
-        pipeline.close()
-    acked += letters.sent[sent_first:]
-    assert len(engine.applied) == len(set(engine.applied)), "an event applied twice"
-    assert len(acked) == len(set(acked)), f"a dead letter acknowledged twice: {letters.sent}"
-    assert not set(engine.applied) & set(acked), "an event both applied and dead-lettered"
-    assert set(engine.applied) | set(acked) == {(p, o) for p, o, _f in records}, "a record neither applied nor dead-lettered"
+
+    runtime, acked = _two_rounds(handler, engine, records, between_rounds, handler_retries=0)
+    _assert_each_record_once(engine, acked, records)
     for p, fates_of in enumerate(per_partition):
         if fates_of:
             assert runtime.states[("t", p)].done == len(fates_of), (p, fates_of)
