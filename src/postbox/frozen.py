@@ -1,4 +1,4 @@
-"""Building frozen dataclass instances on the consumer's per-record path.
+"""Building frozen dataclass instances on per-event paths (the consumer's decoder, the writer's rows).
 
 A frozen dataclass's generated ``__init__`` sets each field through ``object.__setattr__`` (its
 own ``__setattr__`` refuses), ~0.1-0.2 µs a field; the consumer builds an :class:`~postbox.events.Event`

@@ -18,6 +18,7 @@ from postbox.codec.avro import MARKER, AvroCodec
 from postbox.codec.compiled_writer import Write
 from postbox.codec.json_codec import JsonCodec
 from postbox.errors import PayloadError
+from postbox.frozen import assemble
 from postbox.payloads.instance import EventPayload, as_mapping
 from postbox.outbox.deliverable import aggregate_type_problem, event_type_problem, key_problem, plain_key, shown
 from postbox.outbox.trace import resolve_traceparent
@@ -295,15 +296,10 @@ def _row(
     schema_version: int | None, trace: str | None, body: bytes,
 ) -> PreparedRow:
     # The frozen dataclass made without its __init__ (six object.__setattr__ calls, a third of
-    # a microsecond of every emit): one __dict__, the same instance (tests/unit/test_writer_known_types.py).
-    event = _new(EmittedEvent)
-    _set(event, "__dict__", {"id": event_id, "aggregate_type": aggregate_type, "aggregate_id": aggregate_id,
-                             "event_type": event_type, "schema_version": schema_version, "traceparent": trace})
+    # a microsecond of every emit): the same instance (tests/unit/test_writer_known_types.py).
+    event = assemble(EmittedEvent, {"id": event_id, "aggregate_type": aggregate_type, "aggregate_id": aggregate_id,
+                                    "event_type": event_type, "schema_version": schema_version, "traceparent": trace})
     return PreparedRow(event, (event_id, aggregate_type, aggregate_id, event_type, body, trace))
-
-
-_new = object.__new__
-_set = object.__setattr__
 
 
 def _require_deliverable(aggregate_type: str, aggregate_id: str, event_type: str) -> None:
