@@ -46,6 +46,7 @@ from postbox.outbox import NewEvent, Outbox
 from postbox.schemas import SchemaRepository
 from postbox.settings import Settings
 from postbox.stack.stack import LocalStack
+from tests.faults.stall import Drain, stall_report
 from tests.support.consumers import ConsumerProcess, create_topic
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -373,6 +374,8 @@ class Kill:
     note: str
     recovery_s: float | None
     restart_s: float
+    #: Monotonic time of the kill (the stall report's timeline).
+    at: float = 0.0
 
 
 @dataclass
@@ -504,6 +507,8 @@ class FaultRun:
         self._watermarks: Consumer | None = None
         self._admin_client: AdminClient | None = None
         self._consumer_kills = 0
+        #: How to replay this run (the mixed scenario's seed), named when a drain times out.
+        self.replay = ""
 
     # lifecycle ----------------------------------------------------------------------------------------
     def start(self) -> "FaultRun":
@@ -594,7 +599,7 @@ class FaultRun:
         return time.monotonic() - killed_at
 
     def _record(self, component: str, note: str, killed_at: float, restart_s: float) -> Kill:
-        kill = Kill(component, note, self.recovery(killed_at), restart_s)
+        kill = Kill(component, note, self.recovery(killed_at), restart_s, at=killed_at)
         self.kills.append(kill)
         self.log(f"   [{self.scenario}] kill {component} ({note}): restart {restart_s:.2f} s, recovery {kill.recovery_s:.2f} s")
         return kill
@@ -850,9 +855,7 @@ class FaultRun:
         def unapplied_marked() -> set[str]:
             return {i for i in marked if not self._is_applied(by_id[i].aggregate_id, i)}
 
-        self.wait(lambda: self.applied_count() >= len(committed) - len(unapplied_marked()), drain_timeout,
-                  f"all {len(committed)} committed events applied or dead-lettered (at {self.applied_count()} applied; "
-                  "a partition blocked behind a record?)", interval=0.2)
+        self._drain(committed, marked, lambda: len(committed) - len(unapplied_marked()), drain_timeout)
         time.sleep(1.5)  # late redeliveries would show now
         violations: list[str] = list(self.violations)
         violations += [f"clean stop: {problem}" for problem in self.consumers.stop()]
@@ -917,6 +920,18 @@ class FaultRun:
             kills=list(self.kills), seconds=time.monotonic() - self.started, violations=violations,
             evidence=list(self.evidence), dead_lettered=len(not_applied),
         )
+
+    def _drain(self, committed: list[Committed], marked: set[str], wanted: Callable[[], int], timeout: float) -> None:
+        """Wait until ``wanted()`` events are applied; on a timeout the AssertionError says what
+        is stuck (:mod:`tests.faults.stall`: the CI output is all there is to go on)."""
+        count = self.applied_count()
+        drain = Drain(time.monotonic(), count, count)
+        try:
+            self.wait(lambda: drain.saw(self.applied_count()) >= wanted(), timeout,
+                      f"all {len(committed)} committed events applied or dead-lettered", interval=0.2)
+        except AssertionError as exc:
+            headline, details = stall_report(self, committed, marked, drain)
+            raise AssertionError(f"{exc} (at {drain.last_count} applied) -- {headline}\n{details}") from None
 
     def _dead_letter_checks(self, not_applied: set[str], located: list[tuple[int, int, str]]) -> list[str]:
         """Every marked event that was not applied is in the dead-letter topic (by its id header or

@@ -121,12 +121,14 @@ def test_mixed_kills(run_factory, show, soak):
         events = int(os.environ.get("POSTBOX_SOAK_EVENTS", "100000"))
         run = run_factory("soak", rate=float(os.environ.get("POSTBOX_SOAK_RATE", "600")), per_tx=6,
                           aggregates=50, batch_size=200, sleep_ms=0, limit=events)
+        run.replay = f"POSTBOX_FAULT_SEED={seed} POSTBOX_SOAK=1"
         while run.emitter.count() < events:
             run.steady(rng.uniform(2, 5))
             if run.emitter.count() < events:
                 run.kill(rng.choice(FaultRun.KILLS))
     else:
         run = run_factory("mixed")
+        run.replay = f"POSTBOX_FAULT_SEED={seed}"
         order = list(FaultRun.KILLS)
         rng.shuffle(order)
         for component in order:

@@ -143,6 +143,11 @@ def wait_for(predicate: Callable[[], bool], timeout: float, what: str, interval:
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
+#: `postbox consume` whose threads' stacks SIGUSR1 writes into its log (faulthandler): what a
+#: stuck consumer was doing, for the fault suite's stall report (tests/faults/stall.py).
+_CONSUME = "import faulthandler, signal; faulthandler.register(signal.SIGUSR1, all_threads=True); from postbox.cli import main; main()"
+
+
 class ConsumerProcess:
     """`postbox consume` in a subprocess (its own process group) with the given environment."""
 
@@ -151,7 +156,7 @@ class ConsumerProcess:
         self.log = open(log_path, "ab")
         full_env = {**os.environ, **env, "PYTHONUNBUFFERED": "1"}
         self.process = subprocess.Popen(
-            [sys.executable, "-c", "from postbox.cli import main; main()", "consume", app_spec, *args],
+            [sys.executable, "-c", _CONSUME, "consume", app_spec, *args],
             cwd=ROOT, env=full_env, stdout=self.log, stderr=subprocess.STDOUT,
         )
 
