@@ -590,16 +590,17 @@ class FaultRun:
             self.consumers.check_alive()
             time.sleep(0.1)
 
-    def recovery(self, killed_at: float, timeout: float = 150) -> float:
+    def recovery(self, killed_at: float, timeout: float = 150, component: str = "") -> float:
         """Seconds from the kill until the first event committed after it is applied."""
         self.wait(lambda: self.emitter.first_after(killed_at) is not None, timeout, "an event committed after the kill")
         first = self.emitter.first_after(killed_at)
         assert first is not None
-        self.wait(lambda: self.is_applied(first), timeout, f"event {first.id} (committed after the kill) applied")
+        self._wait_applied(lambda _count: self.is_applied(first), timeout, f"event {first.id} (committed after the kill) applied",
+                           recovering=f"{component or 'a component'} killed at +{killed_at - self.started:.1f}")
         return time.monotonic() - killed_at
 
     def _record(self, component: str, note: str, killed_at: float, restart_s: float) -> Kill:
-        kill = Kill(component, note, self.recovery(killed_at), restart_s, at=killed_at)
+        kill = Kill(component, note, self.recovery(killed_at, component=component), restart_s, at=killed_at)
         self.kills.append(kill)
         self.log(f"   [{self.scenario}] kill {component} ({note}): restart {restart_s:.2f} s, recovery {kill.recovery_s:.2f} s")
         return kill
@@ -855,7 +856,8 @@ class FaultRun:
         def unapplied_marked() -> set[str]:
             return {i for i in marked if not self._is_applied(by_id[i].aggregate_id, i)}
 
-        self._drain(committed, marked, lambda: len(committed) - len(unapplied_marked()), drain_timeout)
+        self._wait_applied(lambda count: count >= len(committed) - len(unapplied_marked()), drain_timeout,
+                           f"all {len(committed)} committed events applied or dead-lettered", skip=marked, interval=0.2)
         time.sleep(1.5)  # late redeliveries would show now
         violations: list[str] = list(self.violations)
         violations += [f"clean stop: {problem}" for problem in self.consumers.stop()]
@@ -921,16 +923,19 @@ class FaultRun:
             evidence=list(self.evidence), dead_lettered=len(not_applied),
         )
 
-    def _drain(self, committed: list[Committed], marked: set[str], wanted: Callable[[], int], timeout: float) -> None:
-        """Wait until ``wanted()`` events are applied; on a timeout the AssertionError says what
-        is stuck (:mod:`tests.faults.stall`: the CI output is all there is to go on)."""
+    def _wait_applied(self, done: Callable[[int], bool], timeout: float, what: str, *, skip: set[str] | None = None,
+                      interval: float = 0.05, recovering: str = "") -> None:
+        """Wait until ``done(applied count)``; on a timeout the AssertionError says what is stuck
+        (:mod:`tests.faults.stall`: the CI output is all there is to go on). ``skip``: events
+        allowed to stay unapplied (marked to fail); ``recovering``: the kill being recovered from."""
         count = self.applied_count()
         drain = Drain(time.monotonic(), count, count)
         try:
-            self.wait(lambda: drain.saw(self.applied_count()) >= wanted(), timeout,
-                      f"all {len(committed)} committed events applied or dead-lettered", interval=0.2)
+            self.wait(lambda: done(drain.saw(self.applied_count())), timeout, what, interval=interval)
         except AssertionError as exc:
-            headline, details = stall_report(self, committed, marked, drain)
+            with self.emitter.lock:
+                committed = list(self.emitter.committed)
+            headline, details = stall_report(self, committed, skip or set(), drain, recovering)
             raise AssertionError(f"{exc} (at {drain.last_count} applied) -- {headline}\n{details}") from None
 
     def _dead_letter_checks(self, not_applied: set[str], located: list[tuple[int, int, str]]) -> list[str]:

@@ -1,4 +1,4 @@
-"""What a fault run's drain was stuck on, said in the AssertionError itself.
+"""What a fault run's wait for applied events was stuck on, said in the AssertionError itself.
 
 Why: the CI hands back the pytest output and nothing else — not the run's tmp dir, not the consumer
 logs — so a drain that times out ("waiting for all N committed events applied") must say there
@@ -38,12 +38,12 @@ FRAMES = 8
 
 @dataclass
 class Drain:
-    """What the drain wait saw: the applied count when it began, and when the count last grew."""
+    """What a wait for applied events saw: the applied count when it began, and when it last grew."""
 
     started: float  # monotonic
     count_at_start: int
     last_count: int
-    last_growth: float | None = None  # monotonic; None: it never grew during the drain
+    last_growth: float | None = None  # monotonic; None: it never grew during the wait
 
     def saw(self, count: int) -> int:
         if count > self.last_count:
@@ -51,20 +51,21 @@ class Drain:
         return count
 
 
-def stall_report(run: "FaultRun", committed: "list[Committed]", skip: set[str], drain: Drain) -> tuple[str, str]:
-    """A one-line headline (for the summary line pytest prints) and the details, for a drain of
-    ``committed`` (``skip``: events allowed to be missing, the marked ones) that timed out."""
+def stall_report(run: "FaultRun", committed: "list[Committed]", skip: set[str], drain: Drain, recovering: str = "") -> tuple[str, str]:
+    """A one-line headline (for the summary line pytest prints) and the details, for a wait on
+    ``committed`` (``skip``: events allowed to be missing, the marked ones) that timed out: the
+    verdict's drain, or the recovery from a kill (``recovering``: which, and when)."""
     t0 = run.started
     applied = _section(lambda: _applied_ids(run), set())
     missing = [c for c in committed if c.id not in applied and c.id not in skip]
     located = _section(lambda: _located(run), {})
     offsets = _section(lambda: _offsets(run), {})
     stacks = _section(lambda: _dump_stacks(run), {})
-    headline = _headline(missing, located, offsets, run)
+    headline = _headline(missing, located, offsets, run, recovering)
     lines = [f"-- stall report ({run.replay or 'no replay key'}); times are seconds since the run started --"]
     lines += _missing_lines(missing, committed, applied, located, t0)
     lines += [f"   {line}" for line in _offset_lines(offsets)]
-    lines += _timeline(run, committed, drain, t0)
+    lines += _timeline(run, committed, drain, t0, recovering)
     lines += _section(lambda: _stack_lines(run), ["   stack: could not read its status"])
     lines += _section(lambda: _consumer_lines(run, stacks), ["   consumers: could not read their logs"])
     return headline, "\n".join(lines)
@@ -103,13 +104,14 @@ def _offsets(run: "FaultRun") -> dict[int, tuple[int, int]]:
         reader.close()
 
 
-def _headline(missing: "list[Committed]", located: dict[str, tuple[int, int]], offsets: dict[int, tuple[int, int]], run: "FaultRun") -> str:
+def _headline(missing: "list[Committed]", located: dict[str, tuple[int, int]], offsets: dict[int, tuple[int, int]], run: "FaultRun",
+              recovering: str) -> str:
     first = missing[0] if missing else None
     where = located.get(first.id) if first is not None else None
     at = f"{first.aggregate_id}#{first.seq} " + (f"at p{where[0]}@{where[1]}" if where else "NOT in the topic") if first else "none"
     groups = ", ".join(f"p{p} committed {c} end {e}" for p, (c, e) in sorted(offsets.items())) or "offsets unknown"
     alive = sum(1 for p in run.consumers.processes if p.alive())
-    last = run.kills[-1].component if run.kills else "none"
+    last = recovering or (run.kills[-1].component if run.kills else "none")
     return (f"stuck: {len(missing)} missing, first {at}; {sum(1 for c in missing if c.id not in located)} not in the topic; "
             f"{groups}; consumers alive {alive}/{len(run.consumers.processes)}; last kill {last}; {run.replay}")
 
@@ -140,16 +142,24 @@ def _offset_lines(offsets: dict[int, tuple[int, int]]) -> list[str]:
     return ["group committed / topic end: " + ", ".join(f"p{p} {c} / {e}" for p, (c, e) in sorted(offsets.items()))]
 
 
-def _timeline(run: "FaultRun", committed: "list[Committed]", drain: Drain, t0: float) -> list[str]:
+def _timeline(run: "FaultRun", committed: "list[Committed]", drain: Drain, t0: float, recovering: str) -> list[str]:
     kills = ", ".join(f"{k.component} +{k.at - t0:.1f}" + (f" (recovered +{k.at + k.recovery_s - t0:.1f})" if k.recovery_s is not None else "")
                       for k in run.kills)
     grew = f"last grew +{drain.last_growth - t0:.1f}" if drain.last_growth is not None else "never grew"
     wall = time.time() - time.monotonic()  # monotonic -> epoch, for the logs' timestamps
     last_commit = f"; the last commit +{committed[-1].at - t0:.1f}" if committed else ""
     last_kill = f" (the last at wall {_clock(run.kills[-1].at + wall)} UTC)" if run.kills else ""
-    return [f"   kills: {kills or 'none'}{last_kill}",
-            f"   drain began +{drain.started - t0:.1f} (wall {_clock(drain.started + wall)} UTC) at {drain.count_at_start} applied; "
-            f"during it the applied count {grew}, now {drain.last_count}{last_commit}"]
+    now = f"; recovering from {recovering}" if recovering else ""
+    return [f"   kills: {kills or 'none'}{last_kill}{now}",
+            f"   the wait began +{drain.started - t0:.1f} (wall {_clock(drain.started + wall)} UTC) at {drain.count_at_start} applied; "
+            f"during it the applied count {grew}, now {drain.last_count}{last_commit}",
+            f"   during the wait: {_rate(drain.last_count - drain.count_at_start, drain.started)} applied, "
+            f"{_rate(sum(1 for c in committed if c.at >= drain.started), drain.started)} committed"]
+
+
+def _rate(events: int, since: float) -> str:
+    seconds = max(time.monotonic() - since, 1e-3)
+    return f"{events} in {seconds:.0f} s ({events / seconds:.0f}/s)"
 
 
 def _clock(epoch: float) -> str:
