@@ -20,7 +20,6 @@ from typing import Any, Optional
 import typer
 
 from postbox.cli.client_options import command_settings, export_local_stack_env, kafka_client_options
-from postbox.consumer.instance import DYNAMIC
 
 
 @kafka_client_options
@@ -54,6 +53,7 @@ def consume(
 ) -> int:
     """Consume outbox topics with the handlers of MODULE:APP, exactly once per group."""
     from postbox.consumer import ConsumerConfig, ConsumerRuntime, load_app
+    from postbox.consumer.instance import DYNAMIC
     from postbox.consumer.logs import configure
 
     window = _window_specs(start, until, partition, instance_id)  # usage errors first (exit 2)
@@ -99,7 +99,9 @@ def _window_specs(start: Optional[str], until: Optional[str], partition: Optiona
         return None
     if start is None:
         raise typer.BadParameter("--until needs --from (e.g. --from committed for the group's committed offsets, or --from 2h)", param_hint="--until")
-    if instance_id not in (None, DYNAMIC, "auto"):
+    from postbox.consumer.instance import AUTO, DYNAMIC
+
+    if instance_id not in (None, DYNAMIC, AUTO):
         raise typer.BadParameter("a window run joins no group, so it takes no --instance-id", param_hint="--instance-id")
     from postbox.incident.window import check_order, parse_window_end, parse_window_start  # a group member does not import it (start-up time, #14.3)
 
@@ -152,6 +154,7 @@ def load_window_app(app_spec: str, group: str, topics: list[str], fallback: list
     import os
 
     from postbox.consumer import ConsumerConfig, load_app
+    from postbox.consumer.instance import DYNAMIC
     from postbox.consumer.logs import configure
 
     export_local_stack_env()
