@@ -26,9 +26,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from postbox.effects import Effects, EffectsEngine, EventRef, aggregate_keys
+from postbox.errors import TransientEffectError
 from postbox.events import Event
 from postbox.effects.keys import event_ref
-from tests.integration.conftest_effects import own_redis  # noqa: F401 - fixture
+from tests.integration.conftest_effects import fresh_redis, own_redis  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.integration
 
@@ -106,6 +107,9 @@ def test_redelivery_with_changed_effects_is_a_duplicate_and_changes_nothing(own_
         event = Event(str(uuid.uuid4()), "order", aggregate, "OrderPaid")
         engine = EffectsEngine(client, group, functions_dir=None)
         assert engine.apply_one(event_ref(event), build(first, aggregate, other)).applied
+        # what the runtime asks before dead-lettering a handler failure: found whatever the effects were
+        unseen = Event(str(uuid.uuid4()), "order", aggregate, "OrderPaid")
+        assert engine.already_applied([event_ref(unseen), event_ref(event)]) == [False, True]
         patterns = [f"*{{order:{aggregate}}}*", f"*{{customer:{other}}}*"]
         before = snapshot(client, patterns)
         again = engine.apply_one(event_ref(event), build(second, aggregate, other))
@@ -126,6 +130,16 @@ def test_swapped_commands_reported_in_the_issue_apply_once(own_redis) -> None:
     assert engine.apply_one(ref, Effects().hincrby(a("t"), "n", 1).hincrby(b("t"), "n", 1)).applied
     assert engine.apply_one(ref, Effects().hincrby(b("t"), "n", 1).hincrby(a("t"), "n", 1)).duplicate
     assert client.hget(a("t"), "n") == client.hget(b("t"), "n") == b"1"
+    client.close()
+
+
+def test_already_applied_with_redis_gone_is_a_transient_error(fresh_redis) -> None:
+    """The runtime retries (its partition pauses) instead of dead-lettering blind."""
+    client = fresh_redis.client()
+    engine = EffectsEngine(client, "billing", functions_dir=None)
+    fresh_redis.stop()
+    with pytest.raises(TransientEffectError, match="unreachable"):
+        engine.already_applied([EventRef(str(uuid.uuid4()), "order:x")])
     client.close()
 
 

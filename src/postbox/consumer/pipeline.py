@@ -242,7 +242,9 @@ class Pipeline:
         for tp, block in (prepared.blocks.at.items() if prepared is not None else ()):
             if tp in batch.offsets:
                 batch.block(tp, block.offset, block.reason, block.error)
-        self._dead_letter([i for i in items if i.failure is not None and i.permanent], batch)
+        permanent = [i for i in items if i.failure is not None and i.permanent]
+        if permanent:
+            self._dead_letter(self._not_applied_before(permanent, batch), batch)
         to_apply = [i for i in items if i.fx is not None and i.failure is None]
         if batch.blocks.at:  # a partition stopped: nothing at or after its block is applied
             to_apply = [i for i in to_apply if not batch.covers(i.tp, i.offset)]
@@ -431,6 +433,36 @@ class Pipeline:
             else:
                 self._owe(item, owe)
                 batch.block(item.tp, item.offset, "dlq", error)
+
+    def _not_applied_before(self, failed: list[Item], batch: Batch) -> list[Item]:
+        """The handler failures among ``failed`` whose event this group already applied are
+        redeliveries, not poison: finished as duplicates (counted and logged as such), never
+        dead-lettered. A handler changed between delivery and redelivery may raise on an event it
+        applied the first time (DESIGN: the marker is met whatever the handler does now). Returns
+        the records left to dead-letter. Redis unreachable: their partitions stop there (retried)."""
+        asked = [(i, i.ref) for i in failed if i.ref is not None and not batch.covers(i.tp, i.offset)]
+        if not asked:
+            return failed
+        try:
+            seen = self.engine.already_applied([ref for _, ref in asked])
+        except TransientEffectError as exc:
+            for item, _ in asked:
+                batch.block(item.tp, item.offset, exc.reason, str(exc))
+            return failed  # _dead_letter leaves out what the blocks cover
+        duplicates = [i for (i, _), applied in zip(asked, seen) if applied]
+        if not duplicates:
+            return failed
+        batch.finish_all([(i.tp, i.offset) for i in duplicates], Fate.DUPLICATE)
+        for item in duplicates:
+            self._topic(item.tp[0])[2].inc()
+            failure = item.failure
+            with event_context(item.event) if item.event is not None else nullcontext():
+                log_event(log, logging.WARNING, "handler failed on a redelivered event this group already applied: "
+                          "skipped as a duplicate, not dead-lettered", event_id=_event_id(item),
+                          error_class=failure.error_class if failure else None, error=failure.error if failure else None,
+                          **item.where())
+        done = {id(i) for i in duplicates}
+        return [i for i in failed if id(i) not in done]
 
     def _finish_delivered(self, failed: list[Item], batch: Batch) -> list[Item]:
         """Finish the records whose dead letter was acknowledged before (owed as delivered, see

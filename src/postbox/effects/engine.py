@@ -426,6 +426,30 @@ class EffectsEngine:
         """The dedupe marker key of the event (for inspection and tests): group and event only."""
         return self.layout.marker(ref.id.encode("utf-8"), ref.tag_bytes)
 
+    def already_applied(self, refs: Sequence[EventRef]) -> list[bool]:
+        """Whether this group applied each event before (its dedupe marker exists), in order.
+
+        Why: the runtime asks this before it dead-letters a handler failure. A handler changed
+        between delivery and redelivery (a deploy, outside state) may raise on an event it applied
+        the first time; that redelivery is a duplicate, and a dead letter for it would page someone
+        about an event that took effect. One pipelined EXISTS per call, on the failure path only.
+        Only the current layout's marker is read: during the legacy transition an event marked
+        under the old layout (keyed by its effects, which a failed handler did not describe) reads
+        as not applied, as before.
+
+        Raises :class:`TransientEffectError` (retry later) or :class:`EffectConfigError` (ACL).
+        """
+        if not refs:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        for ref in refs:
+            pipe.exists(self.marker_key(ref))
+        try:
+            replies = pipe.execute()
+        except (redis.ConnectionError, redis.TimeoutError, ResponseError) as exc:
+            raise self._classify(exc) from exc
+        return [bool(reply) for reply in replies]
+
     def legacy_marker_key(self, ref: EventRef, effects: Effects) -> bytes:
         """The marker key the layout before the identity change gave this event with these effects."""
         eid = ref.id.encode("utf-8")
