@@ -930,8 +930,13 @@ class FaultRun:
         allowed to stay unapplied (marked to fail); ``recovering``: the kill being recovered from."""
         count = self.applied_count()
         drain = Drain(time.monotonic(), count, count)
+
+        def finished() -> bool:
+            self.consumers.check_alive()  # a consumer that exited is the answer now, not after the timeout
+            return done(drain.saw(self.applied_count()))
+
         try:
-            self.wait(lambda: done(drain.saw(self.applied_count())), timeout, what, interval=interval)
+            self.wait(finished, timeout, what, interval=interval)
         except AssertionError as exc:
             with self.emitter.lock:
                 committed = list(self.emitter.committed)
