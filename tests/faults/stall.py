@@ -34,6 +34,10 @@ LOG_TAIL = 20
 LOGS = 3
 #: Python frames kept per thread of a stack dump (most recent first).
 FRAMES = 8
+#: Warnings and errors kept from the end of the Connect worker's log (Debezium's retries, a task
+#: killed or orphaned, a rebalance), without the broker-unreachable lines that flood it.
+CONNECT_LINES = 8
+_CONNECT_NOISE = ("NetworkClient", "could not be established", "disconnected")
 
 
 @dataclass
@@ -67,6 +71,7 @@ def stall_report(run: "FaultRun", committed: "list[Committed]", skip: set[str], 
     lines += [f"   {line}" for line in _offset_lines(offsets)]
     lines += _timeline(run, committed, drain, t0, recovering)
     lines += _section(lambda: _stack_lines(run), ["   stack: could not read its status"])
+    lines += _section(lambda: _connect_lines(run.stack.connect.log_path), ["   connect log: could not read it"])
     lines += _section(lambda: _consumer_lines(run, stacks), ["   consumers: could not read their logs"])
     return headline, "\n".join(lines)
 
@@ -175,6 +180,15 @@ def _stack_lines(run: "FaultRun") -> list[str]:
     return [f"   stack: {parts}; connector {status['connector'].get('state')}; task {task.get('state')}"
             + (f" ({str(task['error'])[:200]})" if task.get("error") else "")
             + f"; slot {slot.get('state')} lag {slot.get('lag_bytes')} B"]
+
+
+def _connect_lines(path: Path) -> list[str]:
+    with open(path, "rb") as f:
+        f.seek(max(0, f.seek(0, 2) - 400_000))
+        tail = f.read().decode(errors="replace").splitlines()
+    kept = [line for line in tail if line.startswith("[") and (" WARN " in line or " ERROR " in line)
+            and not any(noise in line for noise in _CONNECT_NOISE)]
+    return [f"   connect log ({path}), its last {CONNECT_LINES} warnings/errors:"] + [f"     {line[12:250]}" for line in kept[-CONNECT_LINES:]]
 
 
 def _dump_stacks(run: "FaultRun") -> dict[Path, int]:
