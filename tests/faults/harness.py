@@ -592,7 +592,8 @@ class FaultRun:
 
     def recovery(self, killed_at: float, timeout: float = 150, component: str = "") -> float:
         """Seconds from the kill until the first event committed after it is applied."""
-        self.wait(lambda: self.emitter.first_after(killed_at) is not None, timeout, "an event committed after the kill")
+        self._wait_applied(lambda _count: self.emitter.first_after(killed_at) is not None, timeout, "an event committed after the kill",
+                           recovering=f"{component or 'a component'} killed at +{killed_at - self.started:.1f}")
         first = self.emitter.first_after(killed_at)
         assert first is not None
         self._wait_applied(lambda _count: self.is_applied(first), timeout, f"event {first.id} (committed after the kill) applied",

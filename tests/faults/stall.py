@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import json
 import signal
+import sys
 import time
+import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -70,6 +72,7 @@ def stall_report(run: "FaultRun", committed: "list[Committed]", skip: set[str], 
     lines += _missing_lines(missing, committed, applied, located, t0)
     lines += [f"   {line}" for line in _offset_lines(offsets)]
     lines += _timeline(run, committed, drain, t0, recovering)
+    lines += _section(lambda: _emitter_lines(run, committed, t0), ["   emitter: could not describe it"])
     lines += _section(lambda: _stack_lines(run), ["   stack: could not read its status"])
     lines += _section(lambda: _connect_lines(run.stack.connect.log_path), ["   connect log: could not read it"])
     lines += _section(lambda: _consumer_lines(run, stacks), ["   consumers: could not read their logs"])
@@ -165,6 +168,20 @@ def _timeline(run: "FaultRun", committed: "list[Committed]", drain: Drain, t0: f
 def _rate(events: int, since: float) -> str:
     seconds = max(time.monotonic() - since, 1e-3)
     return f"{events} in {seconds:.0f} s ({events / seconds:.0f}/s)"
+
+
+def _emitter_lines(run: "FaultRun", committed: "list[Committed]", t0: float) -> list[str]:
+    """The writer load's state; its thread's stack when it committed nothing for 2 s while
+    running (a writer stuck after a PostgreSQL restart leaves nothing to apply)."""
+    e = run.emitter
+    since = time.monotonic() - committed[-1].at if committed else None
+    lines = [f"   emitter: {'running' if e.is_alive() else 'stopped'}, {e.transactions} transactions, commit failures {e.commit_failures} "
+             f"({e.resolved_committed} had committed, {e.retried_transactions} retried)"
+             + (f", error {e.error!r}" if e.error is not None else "") + (f", last commit {since:.1f} s ago" if since is not None else "")]
+    frame = sys._current_frames().get(e.ident or -1)
+    if e.is_alive() and not e.stop_flag.is_set() and (since is None or since > 2) and frame is not None:
+        lines += [f"     {Path(f.filename).name} line {f.lineno} in {f.name}" for f in reversed(traceback.extract_stack(frame)[-FRAMES:])]
+    return lines
 
 
 def _clock(epoch: float) -> str:
