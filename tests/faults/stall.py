@@ -89,10 +89,12 @@ def _section(read: Callable[[], Any], fallback: Any) -> Any:
 
 
 def _applied_ids(run: "FaultRun") -> set[str]:
-    out: set[str] = set()
+    """Every applied event id, read in one MULTI: a consumer still applying while the aggregates
+    were read one by one would make a moving tail look like gaps."""
+    pipe = run.redis.pipeline(transaction=True)
     for agg in run.emitter.ids:
-        out.update(k.decode() for k in run.redis.hkeys(f"{{{run.aggregate_type}:{agg}}}:applied"))
-    return out
+        pipe.hkeys(f"{{{run.aggregate_type}:{agg}}}:applied")
+    return {k.decode() for keys in pipe.execute() for k in keys}
 
 
 def _located(run: "FaultRun") -> dict[str, tuple[int, int]]:
