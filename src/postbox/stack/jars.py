@@ -8,6 +8,7 @@ the jars in `.postbox/lib` already match the pom.
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -16,6 +17,13 @@ from pathlib import Path
 from postbox.errors import StackError
 from postbox.stack.checkout import infra_dir
 from postbox.stack.layout import StackLayout
+
+
+#: The JVM options of Maven's one short run when the user set no MAVEN_OPTS: the client compiler
+#: only and the serial collector. A copy-dependencies run against a warm ~/.m2 is start-up work that
+#: the optimising compiler and G1's threads never pay back: 14.8 -> 7.7 s of CPU a run (the same
+#: jars), measured on the 2-core CI host; a fresh checkout runs two.
+SHORT_RUN_MAVEN_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 @dataclass(frozen=True)
@@ -67,7 +75,8 @@ def resolve(jar_set: JarSet, mvn: Path, log: Path) -> bool:
     with open(log, "ab") as out:
         out.write(f"\n==== {' '.join(argv)}\n".encode())
         out.flush()
-        result = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        env = {**os.environ, "MAVEN_OPTS": os.environ.get("MAVEN_OPTS") or SHORT_RUN_MAVEN_OPTS}
+        result = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
     if result.returncode != 0:
         raise StackError(
             f"Maven could not resolve the {jar_set.name} jars from {jar_set.pom} (see {log})",
