@@ -53,6 +53,8 @@ from postbox.consumer.invoke import HandlerFailed, Invoker, Job, Outcome
 from postbox.consumer import tracing
 from postbox.consumer.logs import event_context, log_event
 from postbox.consumer.metrics import Metrics
+from postbox.consumer.owed_store import OwedStore
+from postbox.consumer.partition_state import PartitionState
 from postbox.consumer.partitions import Partitions
 from postbox.effects import ApplyResult, Effects, EffectsEngine, EventRef
 from postbox.effects import Outcome as ApplyOutcome
@@ -156,6 +158,8 @@ class Pipeline:
         self._in_flight: InFlight | None = None
         self._topics: dict[str, tuple[Any, Any, Any, Any]] = {}
         self._apply_seconds = metrics.apply_seconds.labels(group)
+        #: Owed dead-letter verdicts outlive this process (a restart, the partition's next owner).
+        self.owed_store = OwedStore(engine.client, engine.layout, engine.marker_ttl_ms)
 
     # -- 1. prepare -----------------------------------------------------------------------------------
 
@@ -164,10 +168,12 @@ class Pipeline:
         items = self._take(messages)
         if not items:
             return None
-        owing = {tp: state.owed for tp, state in self.partitions.states.items() if state.owed}
+        blocks = Blocks()
+        self._load_owed(items, blocks)
+        owing = {tp: state for tp, state in self.partitions.states.items() if state.owed}
         decode = self.decoder.message  # no Origin per record: one is made for a failure only (_origin)
         for item in items:
-            owed = owing[item.tp].get(item.offset) if owing and item.tp in owing else None
+            owed = _owed_verdict(item, owing[item.tp]) if owing and item.tp in owing else None
             if owed is not None:  # its effect failed earlier; only its dead letter is left to write
                 item.failure = owed
                 continue
@@ -176,9 +182,31 @@ class Pipeline:
                 item.failure = outcome
             else:
                 item.event, item.route, item.ref = outcome
-        blocks = Blocks()
         self._run_handlers(items, blocks)
         return Prepared(items, blocks)
+
+    def _load_owed(self, items: list[Item], blocks: Blocks) -> None:
+        """Read the owed verdicts of the partitions assigned since the last batch (each once per
+        assignment, before any of its records is run). Redis unreachable: their records wait
+        (blocked here, the partition retried) — running one that owes a verdict could apply it
+        after its successors."""
+        states = [s for s in self.partitions.states.values() if not s.owed_loaded]
+        if not states:
+            return
+        try:
+            loaded = self.owed_store.load([s.key() for s in states])
+        except TransientEffectError as exc:
+            waiting = {s.key() for s in states}
+            for item in items:
+                if item.tp in waiting:
+                    blocks.block(item.tp, item.offset, exc.reason, str(exc))
+            return
+        for state in states:
+            state.owed_loaded = True
+            for offset, (failure, event_id) in loaded[state.key()].items():
+                if offset not in state.owed:
+                    state.owed[offset], state.owed_ids[offset] = failure, event_id
+                    state.owed_unverified.add(offset)
 
     def _take(self, messages: list[Message]) -> list[Item]:
         items: list[Item] = []
@@ -312,23 +340,48 @@ class Pipeline:
             log_batch(flight.items, results, flight.batch)
         positions = self.partitions.finish(flight.batch)
         self._owe_delivered(flight.items, flight.batch, positions)
+        self._save_owed()
         self._carry(flight.items, flight.batch, positions)
         return True
 
+    def _save_owed(self) -> None:
+        """Persist the owed verdicts that changed (rare: a dead letter not acknowledged). Redis
+        unreachable: kept in memory and saved after a later batch; the partitions that owe them are
+        paused at or before them meanwhile, so nothing runs past them."""
+        dirty = [s for s in self.partitions.states.values() if s.owed_dirty]
+        if not dirty:
+            return
+        try:
+            self.owed_store.save(dirty)
+        except TransientEffectError as exc:
+            log_event(log, logging.WARNING, "owed dead-letter verdicts not saved to Redis yet; retried after the next batch",
+                      error=str(exc), partitions=[s.key() for s in dirty])
+            return
+        for state in dirty:
+            state.owed_dirty = False
+
     def _owe_delivered(self, items: list[Item], batch: Batch, positions: dict[TopicPartitionKey, Position]) -> None:
-        """A partition that retries from a record (a dead letter not acknowledged, a transient
-        failure) reads again the records after it, some of which may be dead-lettered already:
-        those are owed as delivered, so the retry finishes them without running them again (their
+        """Dead-lettered records at or after their partition's commit are read again: by the retry
+        of a partition that stopped before them (a dead letter not acknowledged, a transient
+        failure), or, behind a held record, by the partition's next reader after a restart. Those
+        are owed as delivered, so that reader finishes them without running them again (their
         effect could now apply, after later events of their aggregate) or writing a second dead
-        letter."""
-        retry_at = {tp: position.retry.offset for tp, position in positions.items() if position.retry is not None}
-        if not retry_at:
+        letter. Verdicts of records the commit has passed are paid: nobody reads those again."""
+        states = self.partitions.states
+        for tp in positions:
+            state = states.get(tp)
+            if state is not None and state.owed and state.done is not None:
+                for offset in [o for o in state.owed if o < state.done]:
+                    state.paid(offset)
+        behind = {tp: position.commit for tp, position in positions.items() if position.retry is not None or position.hold}
+        if not behind:
             return
         for item in items:
-            at = retry_at.get(item.tp)
+            at = behind.get(item.tp)
             if at is None or item.offset < at or item.failure is None or batch.fate(item.tp, item.offset) is not Fate.DEAD_LETTERED:
                 continue
-            self.partitions.states[item.tp].owed[item.offset] = replace(item.failure, recorded=True, delivered=True)
+            if item.offset not in states[item.tp].owed:
+                states[item.tp].owe(item.offset, replace(item.failure, recorded=True, delivered=True), _event_id(item))
 
     def _carry(self, items: list[Item], batch: Batch, positions: dict[TopicPartitionKey, Position]) -> None:
         """Keep the held records for the next launch (each partition's commit stops before them)."""
@@ -429,7 +482,7 @@ class Pipeline:
                 batch.finished(item.tp, item.offset, Fate.DEAD_LETTERED)
                 self._dead_lettered(item)
                 if state is not None:
-                    state.owed.pop(item.offset, None)
+                    state.paid(item.offset)
             else:
                 self._owe(item, owe)
                 batch.block(item.tp, item.offset, "dlq", error)
@@ -475,13 +528,13 @@ class Pipeline:
             batch.finished(item.tp, item.offset, Fate.DEAD_LETTERED)
             state = self.partitions.states.get(item.tp)
             if state is not None:
-                state.owed.pop(item.offset, None)
+                state.paid(item.offset)
         return rest
 
     def _owe(self, item: Item, owe: bool) -> None:
         state = self.partitions.states.get(item.tp)
         if owe and state is not None and item.failure is not None:
-            state.owed[item.offset] = replace(item.failure, recorded=True)
+            state.owe(item.offset, replace(item.failure, recorded=True), _event_id(item))
 
     def _dead_lettered(self, item: Item) -> None:
         """Counted and logged once, when its dead letter is acknowledged: a record whose dead
@@ -561,6 +614,21 @@ def _origin(item: Item) -> Origin:
     if item.origin is None:
         item.origin = Origin.of(item.msg)
     return item.origin
+
+
+def _owed_verdict(item: Item, state: PartitionState) -> Failure | None:
+    """The verdict ``state`` owes for ``item``'s record, if any. One loaded from Redis holds only
+    for the record it was found on: another event at that offset (the topic created again)
+    drops it."""
+    failure = state.owed.get(item.offset)
+    if failure is None or item.offset not in state.owed_unverified:
+        return failure
+    expected = state.owed_ids.get(item.offset)
+    if expected is not None and expected != _event_id(item):
+        state.paid(item.offset)
+        return None
+    state.owed_unverified.discard(item.offset)
+    return failure
 
 
 def _event_id(item: Item) -> str | None:

@@ -1,0 +1,112 @@
+"""An owed dead-letter verdict outlives the consumer that found it.
+
+Event 1 of an aggregate fails in the script (WRONGTYPE: its key holds a string) while the broker
+refuses every dead-letter produce; event 2 of the same aggregate, in the same batch, is applied.
+The partition stops at 1 and owes its verdict: "dead-letter it, never run it again" — run again
+once the cause is gone, its effect would land after event 2's. The consumer stops before the
+dead-letter topic is back (a deploy, a crash, a rebalance) and the key is fixed meanwhile. The
+next consumer of the group must still dead-letter event 1 without running it.
+
+Before, the verdict lived only in the process's memory: the next consumer ran event 1 again and
+its effect took effect after event 2's (the aggregate's list read [2, 1]). Also here: the store
+itself against a real Redis (round trip, expiry, isolation per group and partition, Redis gone).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
+
+from postbox.consumer import ConsumerConfig
+from postbox.consumer.dlq_record import H_CLASS, Failure
+from postbox.consumer.owed_store import OwedStore
+from postbox.consumer.partition_state import PartitionState
+from postbox.effects.keys import KeyLayout
+from postbox.errors import TransientEffectError
+from tests.apps.counting import strict
+from tests.integration.conftest_effects import fresh_redis, own_redis  # noqa: F401 - fixtures
+from tests.support.consumers import ThreadedRuntime, committed, create_topic, json_event, produce, read_all, wait_for
+
+pytestmark = pytest.mark.integration
+
+
+def _dlq_max_bytes(bootstrap: str, topic: str, max_bytes: int, *, create: bool = False) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    if create:  # below any dead letter: the broker refuses every produce to it
+        admin.create_topics([NewTopic(topic, 1, 1, config={"max.message.bytes": str(max_bytes)})])[topic].result(30)
+        return
+    resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+        ConfigEntry("max.message.bytes", str(max_bytes), incremental_operation=AlterConfigOpType.SET)])
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(30)
+
+
+def test_a_verdict_owed_when_the_consumer_stops_is_kept_by_the_next_one(settings, redis_client, unique):
+    agg = f"owed{unique}"
+    topic, group = f"outbox.event.{agg}", f"test-owed-{unique}"
+    create_topic(settings.kafka_bootstrap, topic, partitions=1)
+    _dlq_max_bytes(settings.kafka_bootstrap, f"{topic}.dlq", 64, create=True)
+    redis_client.set(f"{{{agg}:a1}}:str", "a string: event 1's HSET fails with WRONGTYPE")
+    first_id = str(uuid.uuid4())
+    produce(settings.kafka_bootstrap, topic, [
+        json_event(agg, "a1", "Counted", 0, partition=0),
+        json_event(agg, "a1", "Clash", 1, event_id=first_id, partition=0),
+        json_event(agg, "a1", "Counted", 2, partition=0),
+    ])
+    seq = f"{{{agg}:a1}}:seq"
+    config = ConsumerConfig.load(group=group, topics=topic, batch_wait_ms=200, backoff_max_ms=500)
+    runtime = ThreadedRuntime(strict, config).start()
+    try:
+        wait_for(lambda: runtime.ok() and redis_client.lrange(seq, 0, -1) == [b"0", b"2"], 60, "events 0 and 2 applied, 1 failed")
+        wait_for(lambda: runtime.runtime.metrics.total("postbox_consumer_retries_total") >= 2, 60, "the dead letter refused twice")
+    finally:
+        runtime.stop()
+    assert committed(settings.kafka_bootstrap, group, topic, 1) == {0: 1}, "the commit stops at the failed record"
+
+    redis_client.delete(f"{{{agg}:a1}}:str")  # the cause is gone: run again, event 1 would apply now
+    _dlq_max_bytes(settings.kafka_bootstrap, f"{topic}.dlq", 1_048_588)
+    runtime = ThreadedRuntime(strict, config).start()
+    try:
+        wait_for(lambda: runtime.ok() and committed(settings.kafka_bootstrap, group, topic, 1) == {0: 3}, 60, "offset 3 committed")
+    finally:
+        runtime.stop()
+    assert redis_client.lrange(seq, 0, -1) == [b"0", b"2"], "event 1 ran again and took effect after event 2"
+    dead = read_all(settings.kafka_bootstrap, f"{topic}.dlq", expect=1)
+    assert [dict(m.headers())["id"].decode() for m in dead] == [first_id]
+    assert dict(dead[0].headers())[H_CLASS] == b"EffectFailed:WRONGTYPE"
+    assert not redis_client.keys(f"postbox:owed:{group}:*"), "the verdict is paid once its dead letter is acknowledged"
+
+
+def _state(topic: str, partition: int, owed: dict[int, tuple[Failure, str | None]]) -> PartitionState:
+    state = PartitionState(topic, partition)
+    for offset, (failure, event_id) in owed.items():
+        state.owe(offset, failure, event_id)
+    return state
+
+
+def test_the_store_round_trip_expiry_and_isolation(own_redis) -> None:
+    client = own_redis.client()
+    group = f"billing:{uuid.uuid4().hex[:6]}"
+    store = OwedStore(client, KeyLayout("postbox", group, slot_aligned=False), ttl_ms=60_000)
+    other = OwedStore(client, KeyLayout("postbox", group + "x", slot_aligned=False), ttl_ms=60_000)
+    failed = Failure("EffectFailed:WRONGTYPE", "WRONGTYPE Operation against a key", recorded=True)
+    delivered = Failure("HandlerError:ValueError", "boom", recorded=True, delivered=True)
+    store.save([_state("outbox.event.order", 0, {7: (failed, "e7"), 9: (delivered, None)}), _state("outbox.event.order", 1, {})])
+    assert store.load([("outbox.event.order", 0), ("outbox.event.order", 1)]) == {
+        ("outbox.event.order", 0): {7: (failed, "e7"), 9: (delivered, None)}, ("outbox.event.order", 1): {}}
+    assert other.load([("outbox.event.order", 0)]) == {("outbox.event.order", 0): {}}, "another group's verdicts"
+    assert 0 < client.pttl(store.key(("outbox.event.order", 0))) <= 60_000
+    store.save([_state("outbox.event.order", 0, {})])  # all paid: the key goes
+    assert not client.exists(store.key(("outbox.event.order", 0)))
+    client.close()
+
+
+def test_the_store_with_redis_gone_is_a_transient_error(fresh_redis) -> None:
+    client = fresh_redis.client()
+    store = OwedStore(client, KeyLayout("postbox", "g", slot_aligned=False), ttl_ms=60_000)
+    fresh_redis.stop()
+    with pytest.raises(TransientEffectError, match="owed dead-letter verdicts"):
+        store.load([("t", 0)])
+    client.close()
