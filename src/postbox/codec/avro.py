@@ -10,6 +10,7 @@ fields are skipped), as far as the evolution allows.
 from __future__ import annotations
 
 import io
+import sys
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -266,9 +267,36 @@ class Reading:
         #: rounds of 20,000). None (``schemaless_reader``) where fastavro's compiled reader is
         #: not there or a parsed schema lacks its names table.
         self.named: dict[str, Any] | None = _named_tables(self.read_as, self.resolve_into) if _read_data is not None else None
+        if self.named is not None:
+            # The same schemas with every name interned: fastavro picks a value's reader by
+            # comparing its type name with ~15 str constants in turn ("null", "string", ...), and
+            # an interned name is the very object of the constant it equals, found without
+            # comparing characters. Per OrderPlaced record: 33.7k -> 32.4k instructions (cachegrind).
+            memo: dict[int, Any] = {}
+            self.read_as, self.resolve_into = _interned(self.read_as, memo), _interned(self.resolve_into, memo)
+            self.named = _interned(self.named, memo)
         #: DecodedEvent's fields but the payload (the value is built in one step: once per record).
         self.fields = {"event_type": writer.event_type, "aggregate_type": writer.aggregate_type, "encoding": "avro",
                        "writer_version": writer.version, "reader_version": reader.version, "fingerprint": writer.fingerprint.hex()}  # fmt: skip
+
+
+def _interned(node: Any, memo: dict[int, Any]) -> Any:
+    """A copy of the parsed schema ``node`` (dicts, lists, str, numbers, None) whose every str,
+    key or value, is interned; a dict or list met twice (a named type's table entry and its place
+    in the tree) is copied once, so the copy shares what the original shares."""
+    if type(node) is str:
+        return sys.intern(node)
+    if not isinstance(node, (dict, list)):
+        return node
+    copied = memo.get(id(node))
+    if copied is None:
+        if isinstance(node, dict):
+            copied = memo[id(node)] = {}
+            copied.update((_interned(key, memo), _interned(value, memo)) for key, value in node.items())
+        else:
+            copied = memo[id(node)] = []
+            copied.extend(_interned(value, memo) for value in node)
+    return copied
 
 
 def _named_tables(writer: Any, reader: Any) -> dict[str, Any] | None:
