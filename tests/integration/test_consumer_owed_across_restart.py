@@ -103,6 +103,21 @@ def test_the_store_round_trip_expiry_and_isolation(own_redis) -> None:
     client.close()
 
 
+def test_a_saved_verdict_that_cannot_be_read_is_logged_not_silently_dropped(own_redis, caplog) -> None:
+    """Another version's verdict (an unknown field is ignored) still loads; garbage is an ERROR
+    naming the record, which will be run again."""
+    client = own_redis.client()
+    store = OwedStore(client, KeyLayout("postbox", f"g{uuid.uuid4().hex[:6]}", slot_aligned=False), ttl_ms=60_000)
+    key = store.key(("t", 0))
+    client.hset(key, mapping={"3": '{"failure": {"error_class": "EffectFailed:ERR", "error": "x", "added_later": 1}, "event_id": "e3"}',
+                              "4": "not json"})
+    with caplog.at_level("ERROR", logger="postbox.consumer"):
+        loaded = store.load([("t", 0)])
+    assert loaded == {("t", 0): {3: (Failure("EffectFailed:ERR", "x"), "e3")}}
+    assert "t[0] offset b'4' cannot be read" in caplog.text and "run again" in caplog.text
+    client.close()
+
+
 def test_the_store_with_redis_gone_is_a_transient_error(fresh_redis) -> None:
     client = fresh_redis.client()
     store = OwedStore(client, KeyLayout("postbox", "g", slot_aligned=False), ttl_ms=60_000)

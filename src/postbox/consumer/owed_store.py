@@ -20,8 +20,9 @@ each assignment reads its partition's hash once, before its first record is run.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from typing import Any
 
 import redis
@@ -32,6 +33,11 @@ from postbox.consumer.partition_state import PartitionState
 from postbox.effects.keys import KeyLayout, escape_group
 from postbox.errors import EffectConfigError, TransientEffectError
 from postbox.failure_classes import TRANSIENT_REDIS_CODES, redis_error_code
+
+log = logging.getLogger("postbox.consumer")
+
+#: The fields a saved verdict may carry (one saved by another version may have others: dropped).
+_FAILURE_FIELDS = frozenset(f.name for f in fields(Failure))
 
 #: A partition's loaded verdicts: offset → (verdict, the event id it was found on).
 Loaded = dict[int, tuple[Failure, str | None]]
@@ -48,14 +54,22 @@ class OwedStore:
     def key(self, tp: TopicPartitionKey) -> bytes:
         return b"%s%s:%d" % (self._prefix, tp[0].encode("utf-8"), tp[1])
 
-    def load(self, tps: Sequence[TopicPartitionKey]) -> dict[TopicPartitionKey, Loaded]:
-        """Each partition's owed verdicts (empty when it owes none). Raises
-        :class:`TransientEffectError` when Redis cannot answer (the partitions wait)."""
+    def load(self, tps: Sequence[TopicPartitionKey]) -> dict[TopicPartitionKey, "Loaded | TransientEffectError"]:
+        """Each partition's owed verdicts (empty when it owes none), or the transient error its key
+        met (on a cluster, a node that is down holds back only the partitions whose key it holds).
+        Raises :class:`TransientEffectError` when Redis cannot answer at all,
+        :class:`EffectConfigError` when it refuses (ACL)."""
         pipe = self.client.pipeline(transaction=False)
         for tp in tps:
             pipe.hgetall(self.key(tp))
-        replies = _execute(pipe, "read the owed dead-letter verdicts")
-        return {tp: _decode(reply) for tp, reply in zip(tps, replies)}
+        replies = _execute(pipe, "read the owed dead-letter verdicts", raise_on_error=False)
+        out: dict[TopicPartitionKey, Loaded | TransientEffectError] = {}
+        for tp, reply in zip(tps, replies):
+            if isinstance(reply, Exception):
+                out[tp] = _error(reply, "read the owed dead-letter verdicts")
+            else:
+                out[tp] = _decode(tp, reply)
+        return out
 
     def save(self, states: Iterable[PartitionState]) -> None:
         """Write each partition's owed verdicts as they are now (a partition owing none: its key
@@ -75,28 +89,41 @@ def _encode(failure: Failure, event_id: str | None) -> str:
     return json.dumps({"failure": asdict(failure), "event_id": event_id})
 
 
-def _decode(fields: dict[bytes, bytes]) -> Loaded:
+def _decode(tp: TopicPartitionKey, hash_fields: dict[bytes, bytes]) -> Loaded:
     loaded: Loaded = {}
-    for offset, value in fields.items():
+    for offset, value in hash_fields.items():
         try:
             entry = json.loads(value)
-            loaded[int(offset)] = (Failure(**entry["failure"]), entry.get("event_id"))
-        except (ValueError, TypeError, KeyError):
-            continue  # not ours or from another version: without it the record is run as any other
+            known = {k: v for k, v in entry["failure"].items() if k in _FAILURE_FIELDS}
+            loaded[int(offset)] = (Failure(**known), entry.get("event_id"))
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            # Without its verdict the record is run again, which is what the verdict prevents: say so.
+            log.error("owed dead-letter verdict of %s[%d] offset %r cannot be read (%s): the record will be run again",
+                      tp[0], tp[1], offset, exc)
     return loaded
 
 
-def _execute(pipe: Any, what: str) -> list[Any]:
+def _execute(pipe: Any, what: str, *, raise_on_error: bool = True) -> list[Any]:
     try:
-        return list(pipe.execute())
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
-        raise TransientEffectError(f"cannot {what}: {exc}", reason="connection") from exc
-    except redis.ResponseError as exc:
+        return list(pipe.execute(raise_on_error=raise_on_error))
+    except Exception as exc:  # noqa: BLE001 - classified by _error, which re-raises what it does not know
+        raise _error(exc, what) from exc
+
+
+def _error(exc: BaseException, what: str) -> "TransientEffectError":
+    """A Redis failure as the runtime's error: transient (retry later) or, raised at once, a
+    refusal no retry fixes (configuration). Anything else is re-raised by the caller."""
+    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
+        return TransientEffectError(f"cannot {what}: {exc}", reason="connection")
+    if isinstance(exc, (redis.RedisClusterException, redis.exceptions.ClusterError)):
+        return TransientEffectError(f"cannot {what}: {exc}", reason="CLUSTERDOWN")
+    if isinstance(exc, redis.ResponseError):
         code = redis_error_code(exc)
         if code in TRANSIENT_REDIS_CODES:
-            raise TransientEffectError(f"Redis refused to {what}: {exc}", reason=code) from exc
+            return TransientEffectError(f"Redis refused to {what}: {exc}", reason=code)
         raise EffectConfigError(
             f"Redis refused to {what}: {exc}",
             fix="the consumer's Redis user needs HGETALL, HSET, DEL and PEXPIRE on the '<namespace>:owed:*' keys "
             "(under the namespace's key pattern, POSTBOX_REDIS_KEY_PATTERNS)",
         ) from exc
+    raise exc

@@ -190,20 +190,27 @@ class Pipeline:
         assignment, before any of its records is run). Redis unreachable: their records wait
         (blocked here, the partition retried) — running one that owes a verdict could apply it
         after its successors."""
+        if not self.partitions.keeps_owed_verdicts:
+            return
         states = [s for s in self.partitions.states.values() if not s.owed_loaded]
         if not states:
             return
         try:
             loaded = self.owed_store.load([s.key() for s in states])
         except TransientEffectError as exc:
-            waiting = {s.key() for s in states}
-            for item in items:
-                if item.tp in waiting:
-                    blocks.block(item.tp, item.offset, exc.reason, str(exc))
-            return
+            loaded = {}
+            error: TransientEffectError | None = exc
+        else:
+            error = None
         for state in states:
+            answer = loaded.get(state.key(), error)
+            if isinstance(answer, TransientEffectError):  # its node is down (a cluster): only its records wait
+                for item in items:
+                    if item.tp == state.key():
+                        blocks.block(item.tp, item.offset, answer.reason, str(answer))
+                continue
             state.owed_loaded = True
-            for offset, (failure, event_id) in loaded[state.key()].items():
+            for offset, (failure, event_id) in (answer or {}).items():
                 if offset not in state.owed:
                     state.owed[offset], state.owed_ids[offset] = failure, event_id
                     state.owed_unverified.add(offset)
@@ -348,6 +355,8 @@ class Pipeline:
         """Persist the owed verdicts that changed (rare: a dead letter not acknowledged). Redis
         unreachable: kept in memory and saved after a later batch; the partitions that owe them are
         paused at or before them meanwhile, so nothing runs past them."""
+        if not self.partitions.keeps_owed_verdicts:
+            return
         dirty = [s for s in self.partitions.states.values() if s.owed_dirty]
         if not dirty:
             return

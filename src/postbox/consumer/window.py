@@ -137,7 +137,13 @@ class Tally:
 
 class WindowPartitions(Partitions):
     """The partitions of a window run: assigned once, never committed (the group's offsets stay
-    where they are), each record's fate counted in its :class:`Tally`."""
+    where they are), each record's fate counted in its :class:`Tally`.
+
+    The group's owed dead-letter verdicts (:mod:`postbox.consumer.owed_store`) are the live
+    members' business: a window neither reads them nor writes them (its ``done`` is not the
+    group's, and a save would replace the group's hash)."""
+
+    keeps_owed_verdicts = False
 
     def __init__(self, group: str, metrics: Metrics, backoff: Backoff, tallies: dict[TopicPartitionKey, Tally]) -> None:
         super().__init__(group, metrics, backoff)

@@ -5,7 +5,9 @@ key patterns the pipeline writes.
   Lua functions). Redis checks the ACL of every command a script issues, and its keys, so the
   effect commands of ``src/postbox/lua/apply_effects.lua`` and ``consumers/lua/*.lua`` are
   listed too (:data:`SCRIPT_COMMANDS`; a unit test greps the Lua files against it).
-- The failure stream written by the runtime (``XADD``, ``PEXPIRE``).
+- The failure stream written by the runtime (``XADD``, ``PEXPIRE``); a handler failure's marker
+  check (``EXISTS``) and the owed dead-letter verdicts, ``<namespace>:owed:*`` (``HGETALL HSET DEL
+  PEXPIRE``, :mod:`postbox.consumer.owed_store`).
 - Connection and checks: ``PING``, ``INFO`` (version, ``INFO persistence``), ``HELLO``,
   ``CLIENT SETNAME|GETNAME|ID``.
 - The incident CLI's reads: ``GET EXISTS PTTL TYPE SCAN DBSIZE XRANGE XREVRANGE XLEN``, and reads
@@ -43,6 +45,8 @@ SCRIPT_COMMANDS = (
 RUNTIME_COMMANDS = (
     "evalsha", "eval", "script|load", "script|exists", "ping", "info", "hello",
     "client|setname", "client|getname", "client|id", "xadd", "pexpire",
+    # a handler failure's marker check; the owed dead-letter verdicts (postbox.consumer.owed_store)
+    "exists", "hgetall", "hset", "del",
 )
 #: What `postbox trace` / `postbox doctor` read.
 CLI_COMMANDS = ("get", "exists", "pttl", "type", "scan", "dbsize", "xrange", "xrevrange", "xlen")

@@ -448,6 +448,8 @@ class EffectsEngine:
             replies = pipe.execute()
         except (redis.ConnectionError, redis.TimeoutError, ResponseError) as exc:
             raise self._classify(exc) from exc
+        except (redis.RedisClusterException, redis.exceptions.ClusterError) as exc:  # a slot without a master, a failover
+            raise TransientEffectError(f"Redis Cluster cannot answer for the markers: {exc}", reason="CLUSTERDOWN") from exc
         return [bool(reply) for reply in replies]
 
     def legacy_marker_key(self, ref: EventRef, effects: Effects) -> bytes:
