@@ -80,3 +80,24 @@ def test_created_at_reads_every_iso_form_debezium_or_the_writer_sends(when: date
     assert parse_created_at(text) == expected
     assert parse_created_at(text.replace("+00:00", "Z")) == expected
     assert parse_created_at(expected.astimezone(timezone(timedelta(hours=-7))).isoformat(timespec=timespec)) == expected
+
+
+_CREATED_TEXTS = st.one_of(
+    st.datetimes().map(lambda when: when.isoformat()),
+    st.datetimes(timezones=st.just(timezone.utc)).map(lambda when: when.isoformat().replace("+00:00", "Z")),
+    st.integers(-(10**20), 10**20).map(str),
+    st.text(alphabet="0123456789-+:.TZ tz\t\n", max_size=32),
+    st.text(max_size=32),
+    st.sampled_from(["2024-05-06Z", "20240506", " 2024-05-06T07:08:09Z", "2024-05-06T07:08:09Z\n", "-1", "--5", "99999-01-01T00:00:00Z"]),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_CREATED_TEXTS)
+def test_created_at_fast_path_reads_what_the_general_path_reads(text: str):
+    """The ISO-8601 fast path (one fromisoformat call for the router's text) gives, for any text,
+    what the general path (stripping, epoch digits, ``Z`` anywhere) gives: the same instant, or
+    None for text neither reads."""
+    from postbox.consumer.decoding import _parse_any_created_at
+
+    assert parse_created_at(text) == _parse_any_created_at(text)

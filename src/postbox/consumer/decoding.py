@@ -213,6 +213,20 @@ def parse_created_at(text: str | None) -> datetime | None:
     """The ``created_at`` header: ISO-8601 (``Z`` or offset), or epoch millis/micros; None if unreadable."""
     if not text:
         return None
+    if text[0] != "-" and not text[0].isspace() and not text[-1].isspace() and not text.isdigit():
+        # The router's ISO-8601 text, the common case, parsed as it is: one C call where the
+        # general path below took five (~600 instructions per record). What it refuses goes on.
+        try:
+            parsed = _from_iso(text)
+        except ValueError:
+            pass
+        else:
+            return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    return _parse_any_created_at(text)
+
+
+def _parse_any_created_at(text: str) -> datetime | None:
+    """:func:`parse_created_at` of any text: stripped, epoch millis or micros, else ISO-8601."""
     text = text.strip()
     try:
         if text.lstrip("-").isdigit():
@@ -223,6 +237,9 @@ def parse_created_at(text: str | None) -> datetime | None:
     except (ValueError, OverflowError, OSError):
         return None
     return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+
+_from_iso = datetime.fromisoformat
 
 
 def _iso_datetime(text: str) -> datetime:
