@@ -446,10 +446,8 @@ class EffectsEngine:
             pipe.exists(self.marker_key(ref))
         try:
             replies = pipe.execute()
-        except (redis.ConnectionError, redis.TimeoutError, ResponseError) as exc:
+        except (redis.RedisError, redis.RedisClusterException) as exc:
             raise self._classify(exc) from exc
-        except (redis.RedisClusterException, redis.exceptions.ClusterError) as exc:  # a slot without a master, a failover
-            raise TransientEffectError(f"Redis Cluster cannot answer for the markers: {exc}", reason="CLUSTERDOWN") from exc
         return [bool(reply) for reply in replies]
 
     def legacy_marker_key(self, ref: EventRef, effects: Effects) -> bytes:
@@ -864,6 +862,8 @@ class EffectsEngine:
         code = redis_error_code(exc)
         if code in TRANSIENT_REDIS_CODES:
             return TransientEffectError(f"Redis refused the call ({code}): {exc}", reason=code)
+        if isinstance(exc, (redis.RedisClusterException, redis.exceptions.ClusterError)):  # a slot without a master, a failover
+            return TransientEffectError(f"Redis Cluster cannot serve the call yet: {exc}", reason="CLUSTERDOWN")
         return EffectEngineError(f"unexpected error reply from the apply script: {self.script.explain(str(exc))}")
 
     def _load(self, client: redis.Redis) -> None:
