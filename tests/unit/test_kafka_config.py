@@ -239,3 +239,15 @@ def test_written_properties_read_back_unchanged_and_private(entries: dict[str, s
         path = props.write(Path(folder) / "kafka.properties")
         assert path.stat().st_mode & 0o777 == 0o600
         assert KafkaProperties.load(path).values == props.values
+
+
+@pytest.mark.parametrize("session_ms", [1_000, 6_000, 10_000, 45_000, 60_000, 300_000])
+def test_the_consumer_heartbeats_often_enough_to_hand_over_partitions_within_seconds(session_ms: int) -> None:
+    """In the classic group protocol a member learns of a rebalance from a heartbeat's answer: when a
+    member leaves (a SIGTERM, a deploy), the others take up to one heartbeat interval to rejoin, and
+    the leaver's partitions wait that long. Kafka's default is 3 s, at most a third of the session."""
+    role = kafka_config.consumer_role(group="g", client_id="c", auto_offset_reset="earliest",
+                                      session_timeout_ms=session_ms, max_poll_interval_ms=max(session_ms, 300_000))  # fmt: skip
+    heartbeat = role.defaults["heartbeat.interval.ms"]
+    assert 500 <= heartbeat <= 3_000
+    assert heartbeat <= session_ms // 3 or heartbeat == 500
