@@ -1,6 +1,7 @@
 """#14.3: `postbox consume` after a crash is back only once Python has imported what it needs, so
 it attaches its own command module alone — not the other commands' (rich tables, incident tools) —
-and a later command in the same process still gets every command, each once."""
+and a later command line that names no command (``--help``) in the same process still gets every
+command, each once."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from postbox.cli import _register, app
 _register(["consume", "consumers.billing:app"])
 print(sorted(m for m in sys.modules if m.startswith("postbox.cli.")))
 print("rich.console" in sys.modules, "postbox.incident.window" in sys.modules)
-_register(["topics"])
+_register(["--help"])
 names = [c.name for c in app.registered_commands]
 print(len(names) == len(set(names)), "consume" in names, "topics" in names, "lag" in names)
 """

@@ -96,24 +96,32 @@ def _root(
     """Transactional outbox → Debezium → Kafka → exactly-once effects in Redis."""
 
 
-#: Commands that start a long-running process whose start-up time matters: ``postbox consume``
-#: after a crash is back only once Python has imported what it needs, so it attaches its own module
-#: alone (the other commands' imports — rich tables, incident tools — took ~80 ms of CPU, seconds
-#: on a loaded host, #14.3).
-_ALONE = ("consume",)
+#: The module that registers each command, by the name typed after ``postbox``. A command line
+#: that starts with one of them attaches that module alone: every other module's imports (rich
+#: tables, the codec, the incident tools) cost a CLI process ~0.3 s of CPU, seconds on a loaded host,
+#: and matter most for ``postbox consume``, which after a crash is back only once Python has
+#: imported what it needs (#14.3). Anything else (``--help``, a global option first, a mistyped
+#: command) attaches them all, so help and "no such command" list every command.
+#: ``tests/unit/test_cli_command_modules.py`` holds this table to what each module registers.
+COMMAND_MODULES: dict[str, str] = {
+    "up": "stack_cmds", "down": "stack_cmds", "status": "stack_cmds", "env": "stack_cmds",
+    "schemas": "schemas_cmds", "db": "db_cmds", "consume": "consume_cmds", "topics": "topics_cmds",
+    "tail": "tail_cmds", "trace": "trace_cmds", "lag": "lag_cmds", "exporter": "exporter_cmds",
+    "dlq": "dlq_cmds", "replay": "replay_cmds", "connector": "connector_cmds", "doctor": "doctor_cmds",
+    "audit": "audit_cmds", "demo": "demo_cmds",
+}  # fmt: skip
 
 _attached: set[ModuleType] = set()
 
 
 def _command_modules(args: list[str]) -> tuple[ModuleType, ...]:
-    """The command modules to attach, imported statically (a missing one is an import error at
-    once, not a command that silently disappears), in the order `postbox --help` lists them. Each
-    exposes ``register(app)``. Imported here, not at the top, so that a command of :data:`_ALONE`
-    pays only for its own module."""
-    if args[:1] == ["consume"]:
-        from postbox.cli import consume_cmds
-
-        return (consume_cmds,)
+    """The command modules to attach, in the order `postbox --help` lists them: the command's own
+    module when ``args`` starts with a command of :data:`COMMAND_MODULES`, else every one. Each
+    exposes ``register(app)``; a missing module is an import error at once, not a command that
+    silently disappears."""
+    own = COMMAND_MODULES.get(args[0]) if args else None
+    if own is not None:
+        return (importlib.import_module(f"postbox.cli.{own}"),)
     from postbox.cli import (
         audit_cmds, connector_cmds, consume_cmds, db_cmds, demo_cmds, dlq_cmds, doctor_cmds, exporter_cmds,
         lag_cmds, replay_cmds, schemas_cmds, stack_cmds, tail_cmds, topics_cmds, trace_cmds,
@@ -124,8 +132,8 @@ def _command_modules(args: list[str]) -> tuple[ModuleType, ...]:
 
 
 def _register(argv: list[str] | None = None) -> None:
-    """Attach the command modules: every one, or only the command's own when the command line
-    starts with a command of :data:`_ALONE`; a module is attached once per process (main() runs
+    """Attach the command modules: the command's own when the command line starts with a command
+    of :data:`COMMAND_MODULES`, else every one; a module is attached once per process (main() runs
     several times in one process in the tests)."""
     args = sys.argv[1:] if argv is None else argv
     for module in _command_modules(args):

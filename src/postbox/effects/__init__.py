@@ -15,15 +15,12 @@
 See docs/effects.md for the guarantees and limits.
 """
 
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
 from postbox.effects.builder import MAX_COMMANDS, MAX_ITEMS, EffectCommand, Effects
-from postbox.effects.durability import Durability, check_durability
-from postbox.effects.engine import (
-    DEFAULT_BATCH_SIZE,
-    DEFAULT_MARKER_TTL,
-    ApplyResult,
-    EffectsEngine,
-    Outcome,
-)
 from postbox.effects.keys import EventRef, KeyLayout, KeyMaker, RoutingKey, aggregate_keys, event_ref, hash_tag, key_slot
 from postbox.errors import (
     CrossSlotEffectError,
@@ -34,6 +31,35 @@ from postbox.errors import (
     PermanentEffectError,
     TransientEffectError,
 )
+
+if TYPE_CHECKING:
+    from postbox.effects.durability import Durability, check_durability
+    from postbox.effects.engine import DEFAULT_BATCH_SIZE, DEFAULT_MARKER_TTL, ApplyResult, EffectsEngine, Outcome
+
+#: Names loaded on first use, by module: these two import redis-py, whose import (with its
+#: OpenTelemetry hooks) costs ~0.3 s of CPU. A handler's module, the key helpers and every CLI
+#: command that never talks to Redis (``postbox topics``, ``lag``, ``tail``, ... which read the
+#: local stack's settings through :mod:`postbox.effects.acl`) then start without it.
+_LAZY = {
+    "Durability": "postbox.effects.durability",
+    "check_durability": "postbox.effects.durability",
+    "DEFAULT_BATCH_SIZE": "postbox.effects.engine",
+    "DEFAULT_MARKER_TTL": "postbox.effects.engine",
+    "ApplyResult": "postbox.effects.engine",
+    "EffectsEngine": "postbox.effects.engine",
+    "Outcome": "postbox.effects.engine",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """``from postbox.effects import EffectsEngine`` and the like, loaded on first use (PEP 562)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value  # found directly from now on
+    return value
+
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
