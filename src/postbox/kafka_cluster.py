@@ -530,7 +530,8 @@ class Kafka:
                 # consume() returns once it has num_messages or after the timeout: asking for no
                 # more than the records left ends a small scan as soon as they are in, instead of
                 # 0.5 s after (every `tail`, `trace`, `dlq` read). A partition is done when its
-                # range's last offset is read; its end-of-partition event comes a fetch later.
+                # range's last offset is read (its end-of-partition event comes a fetch later); a
+                # range with gaps (transaction markers, compaction) waits out the timeout, as before.
                 batch = consumer.consume(num_messages=max(1, min(1000, total - scanned)), timeout=0.5)
                 if not batch:
                     if time.monotonic() > idle_deadline:

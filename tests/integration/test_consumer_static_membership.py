@@ -4,8 +4,9 @@
   (what answers a fence after a coordinator restart, postbox.consumer.fencing), fences the newer
   one, is fenced again and stops with a configuration error naming the instance id and the fix;
   the newer one keeps running (never two members reading one partition).
-- A static member stopped with SIGTERM leaves the group at once: with a 60 s session timeout, the
-  remaining member gets every partition while the departed member's session would still be live
+- A static member stopped with SIGTERM leaves the group: with a 60 s session timeout, the remaining
+  member gets every partition (at its next heartbeats) while the departed member's session would
+  still be live
   (librdkafka's close alone sends no LeaveGroup for a static member: shown to fail when the
   runtime called ``close()`` right after ``unsubscribe()``, before the revoke was served — close
   then suppressed the LeaveGroup and the wait ran into its 40 s limit).

@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 def _app() -> typer.Typer:
     from postbox.cli import _register, app
 
-    _register()
+    _register([])
     return app
 
 

@@ -58,3 +58,22 @@ def test_help_and_a_mistyped_command_still_see_every_command() -> None:
         assert command in helped.stdout, command
     typo = subprocess.run([sys.executable, "-c", PROBE, "topic"], capture_output=True, text=True, timeout=60)
     assert "topics" in typo.stdout + typo.stderr  # the usage error lists or suggests the real one
+
+
+@pytest.mark.parametrize("package", ["postbox.effects", "postbox.consumer"])
+def test_the_lazy_packages_give_every_public_name_and_refuse_others(package: str) -> None:
+    """``postbox.effects`` and ``postbox.consumer`` load their heavy modules on first use: every name
+    of ``__all__`` is still there (and listed by ``dir()``), a misspelt one is an ImportError."""
+    probe = f"""
+import {package} as pkg
+listed = set(dir(pkg))
+missing = [n for n in pkg.__all__ if n not in listed or getattr(pkg, n) is None]
+try:
+    exec("from {package} import EffectEngine")
+    refused = False
+except ImportError:
+    refused = True
+print(missing, refused)
+"""
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "[] True", done.stdout + done.stderr

@@ -184,7 +184,7 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
 def cli_app() -> Any:
     from postbox.cli import _register, app
 
-    _register()
+    _register([])
     return app
 
 
@@ -250,4 +250,4 @@ def test_the_consumer_heartbeats_often_enough_to_hand_over_partitions_within_sec
                                       session_timeout_ms=session_ms, max_poll_interval_ms=max(session_ms, 300_000))  # fmt: skip
     heartbeat = role.defaults["heartbeat.interval.ms"]
     assert 500 <= heartbeat <= 3_000
-    assert heartbeat <= session_ms // 3 or heartbeat == 500
+    assert heartbeat <= session_ms // 5 or heartbeat == 500  # short sessions (the fault suite's 6 s) keep their pace

@@ -51,14 +51,19 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """``from postbox.effects import EffectsEngine`` and the like, loaded on first use (PEP 562)."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value  # found directly from now on
-    return value
+if not TYPE_CHECKING:  # a type checker sees the imports above: a misspelt name stays an error there
+
+    def __getattr__(name: str) -> Any:
+        """``from postbox.effects import EffectsEngine`` and the like, loaded on first use (PEP 562)."""
+        module = _LAZY.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(import_module(module), name)
+        globals()[name] = value  # found directly from now on
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *__all__})
 
 
 __all__ = [

@@ -208,9 +208,11 @@ def follow(
     try:
         consumer.assign([TopicPartition(topic, p, starts[p]) for p in sorted(open_parts)])
         while open_parts and (limit is None or shown < limit):
-            # consume() returns once it has num_messages or after the timeout: with --limit, no
-            # more than the records still to show, so the last ones are not held back 0.5 s
-            batch = consumer.consume(num_messages=500 if limit is None else max(1, min(500, limit - shown)), timeout=0.5)
+            # consume() returns once it has num_messages or after the timeout: with --limit and no
+            # filter, no more than the records still to show, so the last ones are not held back
+            # 0.5 s (with a filter, matches are not records read: full batches)
+            wanted = 500 if limit is None or filters.active else max(1, min(500, limit - shown))
+            batch = consumer.consume(num_messages=wanted, timeout=0.5)
             if not batch and idle_timeout is not None and time.monotonic() - last > idle_timeout:
                 return
             for msg in batch:
