@@ -42,6 +42,12 @@ CONNECT_LINES = 8
 _CONNECT_NOISE = ("NetworkClient", "could not be established", "disconnected")
 
 
+#: A wait for applied events past its timeout goes on while the count grew in the last STALL_S
+#: seconds, up to MOST_TIMES its timeout (:meth:`Drain.deadline`).
+STALL_S = 30.0
+MOST_TIMES = 3.0
+
+
 @dataclass
 class Drain:
     """What a wait for applied events saw: the applied count when it began, and when it last grew."""
@@ -55,6 +61,17 @@ class Drain:
         if count > self.last_count:
             self.last_count, self.last_growth = count, time.monotonic()
         return count
+
+    def deadline(self, timeout: float, *, stall_s: float = STALL_S, most: float = MOST_TIMES) -> float:
+        """When a wait for applied events gives up: ``timeout`` after it began, or later while the
+        consumers are still applying — ``stall_s`` after the count last grew, at the most ``most``
+        times ``timeout``. On a loaded host a consumer can drain a backlog (a Kafka restart's
+        minutes of events) slower than the fixed timeouts assume; a stall (nothing applied for
+        ``stall_s``) still fails at once, with the stall report."""
+        nominal = self.started + timeout
+        if self.last_growth is None:
+            return nominal
+        return min(max(nominal, self.last_growth + stall_s), self.started + timeout * most)
 
 
 def stall_report(run: "FaultRun", committed: "list[Committed]", skip: set[str], drain: Drain, recovering: str = "") -> tuple[str, str]:
