@@ -10,8 +10,9 @@ See docs/consumer.md.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from postbox.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from postbox.consumer.app import ANY, App, Route
@@ -27,26 +28,26 @@ if TYPE_CHECKING:
 #: modules of this package (``dlq_record``, ``config``) and must not pay for the runtime, redis-py
 #: and the metrics registry each time a CLI process starts (~0.5 s of CPU).
 _LAZY = {
-    "ANY": "app", "App": "app", "Route": "app", "Backoff": "backoff", "ConsumerConfig": "config",
-    "DLQ_HEADERS": "deadletter", "DeadLetters": "deadletter", "Failure": "deadletter", "dlq_headers": "deadletter",
-    "dlq_topic": "deadletter", "Retry": "handler_errors", "load_app": "loader", "Metrics": "metrics",
-    "ConsumerRuntime": "runtime", "run": "runtime",
-}  # fmt: skip
+    "ANY": "postbox.consumer.app",
+    "App": "postbox.consumer.app",
+    "Route": "postbox.consumer.app",
+    "Backoff": "postbox.consumer.backoff",
+    "ConsumerConfig": "postbox.consumer.config",
+    "DLQ_HEADERS": "postbox.consumer.deadletter",
+    "DeadLetters": "postbox.consumer.deadletter",
+    "Failure": "postbox.consumer.deadletter",
+    "dlq_headers": "postbox.consumer.deadletter",
+    "dlq_topic": "postbox.consumer.deadletter",
+    "Retry": "postbox.consumer.handler_errors",
+    "load_app": "postbox.consumer.loader",
+    "Metrics": "postbox.consumer.metrics",
+    "ConsumerRuntime": "postbox.consumer.runtime",
+    "run": "postbox.consumer.runtime",
+}
 
 
 if not TYPE_CHECKING:  # a type checker sees the imports above: a misspelt name stays an error there
-
-    def __getattr__(name: str) -> Any:
-        """``from postbox.consumer import App`` and the like, loaded on first use."""
-        module = _LAZY.get(name)
-        if module is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(import_module(f"{__name__}.{module}"), name)
-        globals()[name] = value  # found directly from now on
-        return value
-
-    def __dir__() -> list[str]:
-        return sorted({*globals(), *__all__})
+    __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
 
 
 __all__ = [

@@ -17,8 +17,9 @@ See docs/effects.md for the guarantees and limits.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from postbox.lazy_exports import lazy_exports
 
 from postbox.effects.builder import MAX_COMMANDS, MAX_ITEMS, EffectCommand, Effects
 from postbox.effects.keys import EventRef, KeyLayout, KeyMaker, RoutingKey, aggregate_keys, event_ref, hash_tag, key_slot
@@ -52,18 +53,7 @@ _LAZY = {
 
 
 if not TYPE_CHECKING:  # a type checker sees the imports above: a misspelt name stays an error there
-
-    def __getattr__(name: str) -> Any:
-        """``from postbox.effects import EffectsEngine`` and the like, loaded on first use (PEP 562)."""
-        module = _LAZY.get(name)
-        if module is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(import_module(module), name)
-        globals()[name] = value  # found directly from now on
-        return value
-
-    def __dir__() -> list[str]:
-        return sorted({*globals(), *__all__})
+    __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
 
 
 __all__ = [
