@@ -32,7 +32,7 @@ from postbox.consumer.dlq_record import Failure
 from postbox.consumer.partition_state import PartitionState
 from postbox.effects.keys import KeyLayout, escape_group
 from postbox.errors import EffectConfigError, TransientEffectError
-from postbox.failure_classes import TRANSIENT_REDIS_CODES, redis_error_code
+from postbox.effects.redis_errors import transient_reason
 
 log = logging.getLogger("postbox.consumer")
 
@@ -113,14 +113,11 @@ def _execute(pipe: Any, what: str, *, raise_on_error: bool = True) -> list[Any]:
 def _error(exc: BaseException, what: str) -> "TransientEffectError":
     """A Redis failure as the runtime's error: transient (retry later) or, raised at once, a
     refusal no retry fixes (configuration). Anything else is re-raised by the caller."""
-    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
-        return TransientEffectError(f"cannot {what}: {exc}", reason="connection")
-    if isinstance(exc, (redis.RedisClusterException, redis.exceptions.ClusterError)):
-        return TransientEffectError(f"cannot {what}: {exc}", reason="CLUSTERDOWN")
+    reason = transient_reason(exc)
+    if reason is not None:
+        unreachable = isinstance(exc, (redis.ConnectionError, redis.TimeoutError))
+        return TransientEffectError(f"cannot {what}: {exc}" if unreachable else f"Redis refused to {what}: {exc}", reason=reason)
     if isinstance(exc, redis.ResponseError):
-        code = redis_error_code(exc)
-        if code in TRANSIENT_REDIS_CODES:
-            return TransientEffectError(f"Redis refused to {what}: {exc}", reason=code)
         raise EffectConfigError(
             f"Redis refused to {what}: {exc}",
             fix="the consumer's Redis user needs HGETALL, HSET, DEL and PEXPIRE on the '<namespace>:owed:*' keys "

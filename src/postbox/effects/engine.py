@@ -61,13 +61,13 @@ from redis.exceptions import (
     ResponseError,
 )
 
-from postbox.failure_classes import TRANSIENT_REDIS_CODES, redis_error_code
 from postbox.frozen import assemble
 from postbox.effects import groups
 from postbox.effects.builder import Effects
 from postbox.effects.durability import Durability, check_durability
 from postbox.effects.keys import EventRef, KeyLayout, describe_slots, key_slot, legacy_anchor, tag_text
 from postbox.effects.nodes import NodeHealth, Placement, plan_waves
+from postbox.effects.redis_errors import transient_reason
 from postbox.effects.script import ApplyScript, build_script, default_functions_dir
 from postbox.effects.wire import Command, round_trip
 from postbox.redis_client import login_error
@@ -846,8 +846,8 @@ class EffectsEngine:
         refused = login_error(exc)  # wrong credentials or CA: no retry fixes them
         if refused is not None:
             return refused
-        if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
-            reason = "LOADING" if isinstance(exc, redis.BusyLoadingError) else "connection"
+        reason = transient_reason(exc)
+        if reason is not None and isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
             return TransientEffectError(f"Redis unreachable or reply lost: {exc}", reason=reason)
         if isinstance(exc, ClusterCrossSlotError):
             return EffectEngineError(f"Redis said CROSSSLOT for a call the engine grouped by slot: {exc}")
@@ -859,11 +859,8 @@ class EffectsEngine:
                 reason="SCRIPT_KILLED",
                 fix="nothing of the call was written (Redis kills only scripts that have not written); it is retried",
             )
-        code = redis_error_code(exc)
-        if code in TRANSIENT_REDIS_CODES:
-            return TransientEffectError(f"Redis refused the call ({code}): {exc}", reason=code)
-        if isinstance(exc, (redis.RedisClusterException, redis.exceptions.ClusterError)):  # a slot without a master, a failover
-            return TransientEffectError(f"Redis Cluster cannot serve the call yet: {exc}", reason="CLUSTERDOWN")
+        if reason is not None:  # an error code that heals by waiting, or a cluster not settled yet
+            return TransientEffectError(f"Redis refused the call ({reason}): {exc}", reason=reason)
         return EffectEngineError(f"unexpected error reply from the apply script: {self.script.explain(str(exc))}")
 
     def _load(self, client: redis.Redis) -> None:
