@@ -43,7 +43,6 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
 from postbox import kafka_config
-from postbox.failure_classes import TRANSIENT_REDIS_CODES, redis_error_code
 from postbox.consumer.dlq_record import (  # noqa: F401 - the contract's names, re-exported
     DLQ_HEADERS,
     DLQ_SUFFIX,
@@ -70,6 +69,7 @@ from postbox.consumer.dlq_record import (  # noqa: F401 - the contract's names, 
 )
 from postbox.kafka_config import KafkaProperties
 from postbox.effects import EffectsEngine, EventRef
+from postbox.effects.redis_errors import transient_reason
 from postbox.errors import DeadLetterError, TransientEffectError
 
 log = logging.getLogger("postbox.consumer.dlq")
@@ -242,7 +242,10 @@ class DeadLetters:
     def record(self, engine: EffectsEngine, entries: Sequence[tuple[Origin, str | None, Failure]]) -> None:
         """XADD failure-stream entries for failures the engine did not record itself.
 
-        Raises :class:`TransientEffectError` when Redis cannot be reached (retry later).
+        Raises :class:`TransientEffectError` for what heals by waiting (an outage, a cluster
+        failover: :func:`~postbox.effects.redis_errors.transient_reason`, the engine's own rule), so
+        the record's partition holds there and retries; a refusal that waiting does not fix is
+        logged, and the dead letter goes on without its failure-stream entry.
         """
         todo = [(m, eid, f) for m, eid, f in entries if not f.recorded]
         if not todo:
@@ -268,12 +271,12 @@ class DeadLetters:
             pipe.pexpire(key, engine.marker_ttl_ms)
         try:
             pipe.execute()
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            raise TransientEffectError(f"cannot write the failure stream: {exc}", reason="connection") from exc
-        except redis.ResponseError as exc:
-            code = redis_error_code(exc)
-            if code in TRANSIENT_REDIS_CODES:
-                raise TransientEffectError(f"Redis refused the failure-stream XADD: {exc}", reason=code) from exc
+        except (redis.RedisError, redis.RedisClusterException) as exc:  # the latter is not a RedisError
+            reason = transient_reason(exc)
+            if reason is not None:  # an outage, a failover: the partition waits here and retries
+                raise TransientEffectError(f"cannot write the failure stream ({reason}): {exc}", reason=reason) from exc
+            if not isinstance(exc, redis.ResponseError):
+                raise
             log.error("failure-stream XADD refused (%s); the DLQ record is the complete record", exc)
 
     def close(self, timeout: float = 10.0) -> None:
