@@ -302,3 +302,67 @@ def test_a_nested_block_gives_the_connection_back_to_the_outer_block(admin_datab
         assert [type(e) for e in refused] == [SharedConnectionError]
         with conn.transaction(force_rollback=True):
             assert other_thread_emits(conn) == []
+
+
+@pytest.mark.parametrize("pipeline", [True, False], ids=["pipeline", "no-pipeline"])
+def test_a_blocks_handle_used_from_another_thread_sends_nothing(admin_database_url: str, pipeline: bool) -> None:
+    """The handle ``transaction()`` yields, handed to a thread started in the block: its ``execute``
+    is refused as its ``emit`` is, before any SQL. Before: the thread's statement ran in the block's
+    transaction (and, pipelined, in a psycopg pipeline another thread was using)."""
+    outbox = Outbox(encoding="json")
+    refused: list[BaseException] = []
+    with psycopg.connect(admin_database_url, autocommit=True) as conn:
+        with outbox.transaction(conn, pipeline=pipeline) as tx:
+            tx.execute("CREATE TEMP TABLE intrusion (n int) ON COMMIT DROP")
+
+            def intruder() -> None:
+                for send in (lambda: tx.execute("INSERT INTO intrusion VALUES (1)"),
+                             lambda: tx.emit("tshared", "intruder", "Happened", {"n": 0})):
+                    try:
+                        send()
+                    except BaseException as exc:  # noqa: BLE001 - reported by the test
+                        refused.append(exc)
+
+            thread = threading.Thread(target=intruder, daemon=True)
+            thread.start()
+            thread.join(HANG_AFTER_S)
+            assert not thread.is_alive()
+            tx.execute("INSERT INTO intrusion VALUES (2)")
+            rows = tx.execute("SELECT n FROM intrusion ORDER BY n").fetchall()
+            assert written(conn) == (0, 0)
+            raise psycopg.Rollback()  # keep the table clean
+    assert rows == [(2,)]
+    assert [type(e) for e in refused] == [SharedConnectionError, SharedConnectionError]
+    assert "nothing was sent" in str(refused[0])
+
+
+def test_an_async_blocks_handle_used_from_a_task_outside_it_sends_nothing(admin_database_url: str) -> None:
+    """The async handle's ``execute``, awaited by a task started before the block: refused, before
+    any SQL; tasks created in the block run their statements in it, one after the other."""
+    outbox = AsyncOutbox(encoding="json")
+
+    async def main() -> tuple[list[BaseException], list[tuple[int]]]:
+        async with await psycopg.AsyncConnection.connect(admin_database_url, autocommit=True) as conn:
+            handed: asyncio.Queue[Any] = asyncio.Queue()
+            refused: list[BaseException] = []
+
+            async def outsider() -> None:
+                tx = await handed.get()
+                try:
+                    await tx.execute("INSERT INTO intrusion VALUES (1)")
+                except SharedConnectionError as exc:
+                    refused.append(exc)
+
+            task = asyncio.create_task(outsider())
+            async with outbox.transaction(conn) as tx:
+                await tx.execute("CREATE TEMP TABLE intrusion (n int) ON COMMIT DROP")
+                await handed.put(tx)
+                await asyncio.wait_for(task, HANG_AFTER_S)
+                await asyncio.gather(*(tx.execute("INSERT INTO intrusion VALUES (%s)", (n,)) for n in (2, 3)))
+                rows = await (await tx.execute("SELECT n FROM intrusion ORDER BY n")).fetchall()
+                raise psycopg.Rollback()  # keep the table clean
+            return refused, rows
+
+    refused, rows = run_tasks(main())
+    assert rows == [(2,), (3,)]
+    assert [type(e) for e in refused] == [SharedConnectionError]

@@ -114,8 +114,12 @@ class AsyncOutboxTransaction(TransactionHandle[AsyncOutbox, AsyncConnection]):
     """The handle ``AsyncOutbox.transaction()`` yields: awaitable ``execute``, ``emit`` and ``emit_many``."""
 
     async def execute(self, query: Any, params: Any = None, **kwargs: Any) -> psycopg.AsyncCursor[Any]:
-        """Awaitable :meth:`OutboxTransaction.execute <postbox.outbox.writer.OutboxTransaction.execute>`."""
-        return await self.connection.execute(query, params, **kwargs)
+        """Awaitable :meth:`OutboxTransaction.execute <postbox.outbox.writer.OutboxTransaction.execute>`
+        (refused to a task started outside the block, as ``emit`` is)."""
+        shared = async_guard(self.connection)
+        async with shared.lock:
+            shared.check()
+            return await self.connection.execute(query, params, **kwargs)
 
     async def emit(self, aggregate_type: str, aggregate_id: AggregateId, event_type: str, payload: EventPayload,
                    **options: Unpack[EmitOptions]) -> EmittedEvent:

@@ -16,8 +16,9 @@ The rules, kept per connection by a :class:`ConnectionGuard` stored on the conne
   ``asyncio.Lock``) on one connection run one after the other, whatever the retention, as
   single statements always did under psycopg's lock. No user code runs under the lock, so
   waiting for it is bounded by the other send's round trip.
-* A ``transaction()`` block owns its connection while it is open: an emit (or another
-  ``transaction()``) on that connection from code outside the block raises
+* A ``transaction()`` block owns its connection while it is open: an emit, another
+  ``transaction()``, or the block's own handle's ``execute`` (the handle handed to a thread or a
+  task started outside the block) on that connection from code outside the block raises
   :class:`~postbox.errors.SharedConnectionError` before any SQL. Waiting instead would wait on
   user code (a deadlock if the block waits for the refused thread), and the event would join,
   and commit or roll back with, someone else's transaction. "Inside the block" is the block's

@@ -117,8 +117,15 @@ class OutboxTransaction(TransactionHandle[Outbox, Connection]):
     """The handle ``Outbox.transaction()`` yields: run SQL and emit events in one transaction."""
 
     def execute(self, query: Any, params: Any = None, **kwargs: Any) -> psycopg.Cursor[Any]:
-        """Run a business statement (fetching its rows syncs the pipeline, as in psycopg)."""
-        return self.connection.execute(query, params, **kwargs)
+        """Run a business statement (fetching its rows syncs the pipeline, as in psycopg).
+
+        Refused with :class:`~postbox.errors.SharedConnectionError`, before any SQL, from code
+        outside the block (a thread the handle was handed to), as :meth:`emit` is: the statement
+        would join this block's transaction from a thread psycopg's pipeline cannot serve."""
+        shared = guard(self.connection)
+        with shared.lock:
+            shared.check()
+            return self.connection.execute(query, params, **kwargs)
 
     def emit(self, aggregate_type: str, aggregate_id: AggregateId, event_type: str, payload: EventPayload,
              **options: Unpack[EmitOptions]) -> EmittedEvent:
