@@ -132,17 +132,20 @@ stack_up() {
 }
 
 run_tests() {
-  # With arguments: exactly the pytest run asked for. Without: the whole suite in two runs, so that
-  # the unit tests (CPU-bound and independent of each other: ~100 s of CPU) use both cores of a 2-core
-  # host through pytest-xdist, while the stack's tests stay in one process (they share one stack,
-  # and the disruptive ones must run after every other). Both runs always run; either failing fails.
+  # With arguments: exactly the pytest run asked for. Without: the whole suite in three runs. The
+  # unit tests (CPU-bound, independent: ~100 s of CPU) on two pytest-xdist workers; the tests of the
+  # stack that only use it as clients do (their own topics, groups and keys) on two workers too, a
+  # file per worker at a time (they mostly wait for the services: half the wall time); then the
+  # `disruptive` ones (they stop, restart or reconfigure a shared service, or read or reset
+  # stack-wide state) alone, one after the other. Every run always runs; any failing fails.
   if [ $# -gt 0 ]; then
     "$VPY" -m pytest "$@"
     return
   fi
   local status=0
   "$VPY" -m pytest tests/unit -n 2 || status=$?
-  "$VPY" -m pytest --ignore=tests/unit || status=$?
+  "$VPY" -m pytest --ignore=tests/unit -m "not disruptive" -n 2 --dist loadfile || status=$?
+  "$VPY" -m pytest --ignore=tests/unit -m disruptive || status=$?
   return "$status"
 }
 

@@ -23,6 +23,11 @@ from postbox.stack.addresses import local_stack_env
 for _name, _value in local_stack_env().items():
     os.environ.setdefault(_name, _value)
 
+# pytest-xdist's workers inherit COLUMNS=80 where a plain run has none, and the CLI's rich consoles
+# keep the COLUMNS they find when postbox.cli.output is first imported: in-process CLI runs would be
+# 80 columns wide under xdist only, whatever width a test asks for (tests/support/cli.py: 200).
+os.environ.pop("COLUMNS", None)
+
 # A test never asserts a duration: hypothesis' default 200 ms deadline per example fails property
 # tests on a loaded 2-core machine (a first example paying for imports took 386 ms), so it is off.
 hypothesis_settings.register_profile("postbox", deadline=None)

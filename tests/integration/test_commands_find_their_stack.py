@@ -12,7 +12,8 @@ import pytest
 
 from tests.integration.incident_support import CLI, ROOT
 
-pytestmark = pytest.mark.integration
+# disruptive (runs alone, after the tests that share the stack): its `db retention --dry-run` plans read the stack's partitions, slot and holds, and take the retention lock.
+pytestmark = [pytest.mark.integration, pytest.mark.disruptive]
 
 #: What `postbox env` exports; stripped so that a command can only find the stack by itself.
 URL_VARS = (

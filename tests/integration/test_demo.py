@@ -16,7 +16,8 @@ import redis
 
 from postbox.settings import Settings
 
-pytestmark = pytest.mark.integration
+# disruptive (runs alone, after the tests that share the stack): `postbox demo` resets the shop's tables, keys and groups and counts what the shared order/payment topics carry.
+pytestmark = [pytest.mark.integration, pytest.mark.disruptive]
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,8 @@ import pytest
 
 from tests.integration.incident_support import CLI, ROOT
 
-pytestmark = pytest.mark.integration
+# disruptive (runs alone, after the tests that share the stack): `postbox db init` on the stack's database locks the outbox and re-sets its publication and grants.
+pytestmark = [pytest.mark.integration, pytest.mark.disruptive]
 SETTINGS = ("POSTBOX_DATABASE_URL", "POSTBOX_KAFKA_BOOTSTRAP", "POSTBOX_REDIS_URL", "POSTBOX_CONNECT_URL", "POSTBOX_ADMIN_DATABASE_URL")
 
 

@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-pytestmark = pytest.mark.integration
+# disruptive (runs alone, after the tests that share the stack): waits for the stack's replication slot to catch up with the whole WAL.
+pytestmark = [pytest.mark.integration, pytest.mark.disruptive]
 
 
 def _slot_lag(admin_conn) -> int:

@@ -14,7 +14,8 @@ from tests.integration.incident_support import cli_json, insert
 from tests.support.consumers import wait_for
 from tests.support.kafka import drop_topics
 
-pytestmark = pytest.mark.integration
+# disruptive (runs alone, after the tests that share the stack): changes the Debezium connector's configuration and restarts it.
+pytestmark = [pytest.mark.integration, pytest.mark.disruptive]
 
 
 def _partitions(bootstrap: str, topic: str) -> int:

@@ -25,7 +25,8 @@ from tests.integration.incident_support import CLI, ROOT
 from tests.support.consumers import wait_for
 from tests.support.kafka import read_until
 
-pytestmark = pytest.mark.integration
+# disruptive (runs alone, after the tests that share the stack): runs retention on the stack's outbox and holds its retention lock.
+pytestmark = [pytest.mark.integration, pytest.mark.disruptive]
 NOW = datetime(2026, 5, 6, 7, 8, 9, tzinfo=timezone.utc)
 
 

@@ -10,7 +10,8 @@ import pytest
 
 from postbox.stack.stack import LocalStack
 
-pytestmark = pytest.mark.integration
+# disruptive (runs alone, after the tests that share the stack): `postbox up` on the running stack rewrites its services' configuration and re-applies the connector.
+pytestmark = [pytest.mark.integration, pytest.mark.disruptive]
 ROOT = Path(__file__).resolve().parents[2]
 
 
