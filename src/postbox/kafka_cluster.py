@@ -90,6 +90,13 @@ def group_admin_error(group: str, bootstrap: str, error: Any, *, action: str = "
     return kind(message.format(group=group, bootstrap=bootstrap, action=action), fix=fix.format(group=group, operation=operation))
 
 
+def _unknown_topic(exc: KafkaException) -> bool:
+    """Whether ``exc`` is the broker saying the topic (or partition) is not there."""
+    error = exc.args[0] if exc.args else None
+    return isinstance(error, KafkaError) and error.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC,
+                                                              KafkaError._UNKNOWN_PARTITION)
+
+
 def kafka_timeout() -> float:
     raw = os.environ.get("POSTBOX_KAFKA_TIMEOUT")
     try:
@@ -326,7 +333,12 @@ class Kafka:
         return topic in self.metadata().topics
 
     # -- offsets ------------------------------------------------------------------------------------
-    def list_offsets(self, partitions: Iterable[TopicPartition], spec: Callable[[], OffsetSpec]) -> dict[tuple[str, int], int]:
+    def list_offsets(
+        self, partitions: Iterable[TopicPartition], spec: Callable[[], OffsetSpec], *, vanished: set[str] | None = None,
+    ) -> dict[tuple[str, int], int]:
+        """The offset ``spec`` gives for each partition. A topic deleted since the metadata was
+        read raises :class:`UnknownTopicError`; with ``vanished``, it is added there and left out
+        instead (a listing over every topic must not fail because one went away meanwhile)."""
         request = {TopicPartition(tp.topic, tp.partition): spec() for tp in partitions}
         if not request:
             return {}
@@ -336,16 +348,41 @@ class Kafka:
             raise self.unavailable(exc) from None
         out: dict[tuple[str, int], int] = {}
         for tp, future in futures.items():
-            info = self._result(future)
+            try:
+                info = self._result(future)
+            except KafkaException as exc:
+                if not _unknown_topic(exc):
+                    raise
+                self._metadata = None  # it told of a topic that is gone
+                if vanished is None:
+                    raise self._deleted(tp.topic) from None
+                vanished.add(tp.topic)
+                continue
             out[(tp.topic, tp.partition)] = info.offset
         return out
 
+    def _deleted(self, topic: str) -> UnknownTopicError:
+        return UnknownTopicError(f"topic {topic!r} does not exist on {self.bootstrap} (deleted while it was being read)",
+                                 fix="`postbox topics` lists the topics")
+
     def watermarks(self, topic: str, partitions: Iterable[int] | None = None) -> dict[int, tuple[int, int]]:
+        """{partition: (earliest, end)}; :class:`UnknownTopicError` when the topic is not there."""
         parts = list(self.partitions(topic) if partitions is None else partitions)
         tps = [TopicPartition(topic, p) for p in parts]
         low = self.list_offsets(tps, OffsetSpec.earliest)
         high = self.list_offsets(tps, OffsetSpec.latest)
         return {p: (low[(topic, p)], high[(topic, p)]) for p in parts}
+
+    def watermarks_of(self, topics: Iterable[str]) -> dict[str, dict[int, tuple[int, int]]]:
+        """:meth:`watermarks` of each of ``topics`` that is still there: for the commands that go
+        through every topic they listed, where one deleted meanwhile is simply not there any more."""
+        out: dict[str, dict[int, tuple[int, int]]] = {}
+        for topic in topics:
+            try:
+                out[topic] = self.watermarks(topic)
+            except UnknownTopicError:
+                continue
+        return out
 
     def offsets_for_time(self, topic: str, partitions: Iterable[int], timestamp_ms: int) -> dict[int, int]:
         """The first offset at or after ``timestamp_ms`` per partition (the high watermark when none)."""
@@ -365,10 +402,14 @@ class Kafka:
         return out
 
     def describe_topics(self, names: list[str]) -> list[TopicInfo]:
+        """Each listed topic's partitions, offsets and retention; one deleted since it was listed
+        is left out."""
         md = self.metadata()
         tps = [TopicPartition(n, p) for n in names for p in sorted(md.topics[n].partitions)]
-        low = self.list_offsets(tps, OffsetSpec.earliest)
-        high = self.list_offsets(tps, OffsetSpec.latest)
+        gone: set[str] = set()
+        low = self.list_offsets(tps, OffsetSpec.earliest, vanished=gone)
+        high = self.list_offsets(tps, OffsetSpec.latest, vanished=gone)
+        names = [n for n in names if n not in gone]
         configs = self.topic_configs(names)
         infos = []
         for name in names:

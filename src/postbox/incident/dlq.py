@@ -201,8 +201,7 @@ def read_dead_letters(
     [``since``, ``until``) when given."""
     codec = codec or AvroCodec()
     starts, ends = {}, {}
-    for topic in topics:
-        marks = kafka.watermarks(topic)
+    for topic, marks in kafka.watermarks_of(topics).items():  # a topic deleted since the listing is left out
         from_time = kafka.offsets_for_time(topic, marks, int(since.timestamp() * 1000)) if since else {}
         to_time = kafka.offsets_for_time(topic, marks, int(until.timestamp() * 1000)) if until else {}
         for p, (low, high) in marks.items():

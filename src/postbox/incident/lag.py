@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from postbox.errors import UnknownTopicError
 from postbox.kafka_cluster import GroupMember, Kafka
 from postbox.topics import TOPIC_PREFIX
 from postbox.incident.records import iso_ms
@@ -99,7 +100,10 @@ def _partitions(kafka: Kafka, committed: dict[tuple[str, int], int | None]) -> l
     for topic in sorted({t for t, _ in committed}):
         if not kafka.topic_exists(topic):
             continue
-        marks = kafka.watermarks(topic, sorted(p for t, p in committed if t == topic))
+        try:
+            marks = kafka.watermarks(topic, sorted(p for t, p in committed if t == topic))
+        except UnknownTopicError:  # deleted since the metadata was read: no lag on it any more
+            continue
         for p, (low, high) in sorted(marks.items()):
             offset = committed.get((topic, p))
             base = offset if offset is not None and offset >= low else low

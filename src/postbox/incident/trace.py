@@ -297,8 +297,7 @@ def _find_records(
 ) -> tuple[list[RecordView], int, bool]:
     starts: dict[tuple[str, int], int] = {}
     ends: dict[tuple[str, int], int] = {}
-    for topic in topics:
-        marks = kafka.watermarks(topic)
+    for topic, marks in kafka.watermarks_of(topics).items():  # a topic deleted since the listing is left out
         from_time = kafka.offsets_for_time(topic, list(marks), start_ms) if start_ms is not None else {}
         for p, (low, high) in marks.items():
             starts[(topic, p)] = max(low, from_time.get(p, low))
