@@ -90,11 +90,14 @@ def group_admin_error(group: str, bootstrap: str, error: Any, *, action: str = "
     return kind(message.format(group=group, bootstrap=bootstrap, action=action), fix=fix.format(group=group, operation=operation))
 
 
+#: The codes with which the broker or librdkafka says a topic (or partition) is not there.
+_GONE = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION})
+
+
 def _unknown_topic(exc: KafkaException) -> bool:
     """Whether ``exc`` is the broker saying the topic (or partition) is not there."""
     error = exc.args[0] if exc.args else None
-    return isinstance(error, KafkaError) and error.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC,
-                                                              KafkaError._UNKNOWN_PARTITION)
+    return isinstance(error, KafkaError) and error.code() in _GONE
 
 
 def kafka_timeout() -> float:
@@ -362,7 +365,7 @@ class Kafka:
         return out
 
     def _deleted(self, topic: str) -> UnknownTopicError:
-        return UnknownTopicError(f"topic {topic!r} does not exist on {self.bootstrap} (deleted while it was being read)",
+        return UnknownTopicError(f"topic {topic!r} (or the partition asked for) does not exist on {self.bootstrap} any more",
                                  fix="`postbox topics` lists the topics")
 
     def watermarks(self, topic: str, partitions: Iterable[int] | None = None) -> dict[int, tuple[int, int]]:
@@ -373,16 +376,26 @@ class Kafka:
         high = self.list_offsets(tps, OffsetSpec.latest)
         return {p: (low[(topic, p)], high[(topic, p)]) for p in parts}
 
-    def watermarks_of(self, topics: Iterable[str]) -> dict[str, dict[int, tuple[int, int]]]:
-        """:meth:`watermarks` of each of ``topics`` that is still there: for the commands that go
-        through every topic they listed, where one deleted meanwhile is simply not there any more."""
-        out: dict[str, dict[int, tuple[int, int]]] = {}
+    def read_ranges(
+        self, topics: Iterable[str], *, since_ms: int | None = None, until_ms: int | None = None,
+    ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]:
+        """(starts, ends) for :meth:`scan` over every partition of ``topics``: from the first record
+        at or after ``since_ms`` (else the earliest) up to the first at or after ``until_ms`` (else
+        the end). A topic deleted since it was listed is left out, whichever request finds it gone:
+        the commands that go through every topic (`trace`, `dlq list`) read the ones still there."""
+        starts: dict[tuple[str, int], int] = {}
+        ends: dict[tuple[str, int], int] = {}
         for topic in topics:
             try:
-                out[topic] = self.watermarks(topic)
+                marks = self.watermarks(topic)
+                from_time = self.offsets_for_time(topic, list(marks), since_ms) if since_ms is not None else {}
+                to_time = self.offsets_for_time(topic, list(marks), until_ms) if until_ms is not None else {}
             except UnknownTopicError:
                 continue
-        return out
+            for p, (low, high) in marks.items():
+                starts[(topic, p)] = max(low, from_time.get(p, low))
+                ends[(topic, p)] = min(high, to_time.get(p, high))
+        return starts, ends
 
     def offsets_for_time(self, topic: str, partitions: Iterable[int], timestamp_ms: int) -> dict[int, int]:
         """The first offset at or after ``timestamp_ms`` per partition (the high watermark when none)."""
@@ -562,6 +575,7 @@ class Kafka:
         consumer = self.new_reader()
         scanned = 0
         idle_deadline = time.monotonic() + self.timeout + 5
+        next_check = time.monotonic() + 1.0
         try:
             consumer.assign([TopicPartition(t, p, s) for (t, p), (s, _) in todo.items()])
             pending = set(todo)
@@ -575,7 +589,12 @@ class Kafka:
                 # range with gaps (transaction markers, compaction) waits out the timeout, as before.
                 batch = consumer.consume(num_messages=max(1, min(1000, total - scanned)), timeout=0.5)
                 if not batch:
-                    if time.monotonic() > idle_deadline:
+                    now = time.monotonic()
+                    if now > next_check:  # librdkafka says nothing of an assigned topic deleted meanwhile
+                        next_check = now + 1.0
+                        pending -= self._gone(pending)
+                        continue
+                    if now > idle_deadline:
                         raise self.unavailable("no records arrived while reading")
                     continue
                 idle_deadline = time.monotonic() + self.timeout + 5
@@ -594,6 +613,11 @@ class Kafka:
         finally:
             consumer.close()
 
+    def _gone(self, partitions: set[tuple[str, int]]) -> set[tuple[str, int]]:
+        """The ones of ``partitions`` whose topic (or partition) is no longer in the cluster's metadata."""
+        topics = self.metadata(refresh=True).topics
+        return {(t, p) for t, p in partitions if t not in topics or p not in topics[t].partitions}
+
     def _in_range(
         self, batch: list[Message], todo: dict[tuple[str, int], tuple[int, int]], pending: set[tuple[str, int]]
     ) -> tuple[list[Message], list[tuple[str, int]]]:
@@ -607,6 +631,8 @@ class Kafka:
             if error:
                 if error.code() == KafkaError._PARTITION_EOF:
                     finished.append(where)
+                elif error.code() in _GONE:  # deleted while it was read: nothing more to read there
+                    finished.extend(tp for tp in pending if tp[0] == where[0])
                 elif error.code() in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN):
                     raise self.unavailable(error.str())
                 continue

@@ -23,7 +23,9 @@ from tests.support.kafka import read_until
 from tests.support.outbox_rows import insert_event
 from tests.support.redis_servers import RedisServer
 
-pytestmark = pytest.mark.integration
+# disruptive (runs alone, after the tests that share the stack): restarts and reconfigures the
+# connector, and expects `postbox doctor` to find the whole stack healthy.
+pytestmark = [pytest.mark.integration, pytest.mark.disruptive]
 URL_VARS = ("POSTBOX_DATABASE_URL", "POSTBOX_KAFKA_BOOTSTRAP", "POSTBOX_REDIS_URL", "POSTBOX_CONNECT_URL")
 
 
@@ -156,7 +158,7 @@ def test_postbox_env_points_a_shell_at_the_stack(tmp_path):
     assert seen["kafka"] > 0 and "postbox-outbox" in seen["connectors"]
 
 
-@pytest.mark.disruptive  # if the setting were ignored, `postbox down` would stop the shared stack
+# (if the setting were ignored, `postbox down` would stop the shared stack)
 def test_postbox_state_dir_moves_the_state_folder(tmp_path):
     """README, The local stack: one state folder (`.postbox/`), "`POSTBOX_STATE_DIR` moves it". With
     it pointing at another folder, `status` reports that folder, its logs and no running process,
@@ -184,7 +186,7 @@ def test_postbox_state_dir_moves_the_state_folder(tmp_path):
     shutil.rmtree(other, ignore_errors=True)
 
 
-@pytest.mark.disruptive  # SIGKILLs the stack's Kafka Connect worker (and restarts it)
+# (SIGKILLs the stack's Kafka Connect worker, and restarts it)
 def test_demo_chaos_passes():
     """docs/demo.md: `postbox demo --chaos` — "the payment and inventory consumers are SIGKILLed
     mid-batch and restarted, and the Kafka Connect worker is SIGKILLed and restarted"; every

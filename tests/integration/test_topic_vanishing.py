@@ -5,7 +5,8 @@ UNKNOWN_TOPIC_OR_PART and a traceback; a command that named the topic gets Unkno
 
 Before: `Kafka.describe_topics` and `Kafka.watermarks` raised the raw KafkaException (found by
 the audit for running the stack's tests two at a time, 2026-12-02). The deletion is real: the
-listing is taken, then the topic is deleted on the broker, then the offsets are asked for."""
+listing is taken, then the topic is deleted on the broker, then the offsets are asked for and the
+records read."""
 
 from __future__ import annotations
 
@@ -67,6 +68,17 @@ def test_trace_dlq_list_and_lag_go_through_the_topics_left(listed_then_deleted) 
     letters, scanned, complete = read_dead_letters(kafka, [gone, keep], Selection(everything=True))
     assert (scanned, complete) == (1, True)
     assert [(p.topic, p.partition, p.end) for p in _partitions(kafka, {(gone, 0): 1, (keep, 0): 0})] == [(keep, 0, 1)]
+
+
+def test_ranges_by_time_and_a_scan_leave_the_deleted_topic_out(listed_then_deleted) -> None:
+    """The later requests of a read over every topic (offsets by time, then the scan itself) meet
+    the deletion too: the topic is left out there as well, and the scan ends with the records of the
+    topics left (it waited for the deleted partitions' records until it failed: "no records arrived")."""
+    kafka, keep, gone = listed_then_deleted
+    starts, ends = kafka.read_ranges([gone, keep], since_ms=0, until_ms=int(time.time() * 1000) + 60_000)
+    assert (starts, ends) == ({(keep, 0): 0, (keep, 1): 0}, {(keep, 0): 1, (keep, 1): 0})
+    read = list(kafka.scan({(gone, 0): 0, (keep, 0): 0}, {(gone, 0): 1, (keep, 0): 1}, max_records=10))
+    assert [(m.topic(), m.offset()) for m in read] == [(keep, 0)]
 
 
 def test_a_command_that_named_the_deleted_topic_says_so(listed_then_deleted) -> None:

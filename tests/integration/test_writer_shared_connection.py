@@ -366,3 +366,54 @@ def test_an_async_blocks_handle_used_from_a_task_outside_it_sends_nothing(admin_
     refused, rows = run_tasks(main())
     assert rows == [(2,), (3,)]
     assert [type(e) for e in refused] == [SharedConnectionError]
+
+
+def test_code_outside_a_block_is_refused_at_once_while_the_block_waits_on_the_database(admin_database_url: str, unique: str) -> None:
+    """An async block's statement holds the connection's send lock while the database makes it wait
+    (a row another transaction locked). A task outside the block emitting on that connection is
+    refused at once, not after the lock: before, it waited for the lock, and had its own
+    transaction held that row, the two would have waited on each other for ever, a wait no
+    database can see."""
+    outbox = AsyncOutbox(encoding="json")
+    table = f"guard_wait_{unique}"
+
+    async def main() -> BaseException | None:
+        async with await psycopg.AsyncConnection.connect(admin_database_url, autocommit=True) as setup:
+            await setup.execute(f"CREATE TABLE {table} (id int PRIMARY KEY)")
+            await setup.execute(f"INSERT INTO {table} VALUES (1)")
+        try:
+            async with await psycopg.AsyncConnection.connect(admin_database_url, autocommit=True) as holder, \
+                    await psycopg.AsyncConnection.connect(admin_database_url, autocommit=True) as conn:
+                await holder.execute("BEGIN")
+                await holder.execute(f"SELECT id FROM {table} WHERE id = 1 FOR UPDATE")
+                waiting = asyncio.Event()
+
+                async def outsider() -> BaseException | None:
+                    await waiting.wait()
+                    try:
+                        await outbox.emit(conn, "tshared", "outsider", "Happened", {"n": 0})
+                    except SharedConnectionError as exc:
+                        return exc
+                    return None
+
+                refused = asyncio.create_task(outsider())
+                async with outbox.transaction(conn, pipeline=False) as tx:
+                    blocked = asyncio.create_task(tx.execute(f"SELECT id FROM {table} WHERE id = 1 FOR UPDATE"))
+                    await asyncio.sleep(0.5)  # the statement is sent, and waits for the row
+                    assert not blocked.done()
+                    waiting.set()
+                    try:  # while the row is still held; before, the outsider waited for the lock
+                        outcome = await asyncio.wait_for(refused, HANG_AFTER_S / 4)
+                    except TimeoutError:
+                        outcome = TimeoutError("the task outside the block waited for the block's statement")
+                    finally:
+                        await holder.execute("ROLLBACK")  # the block's statement goes on either way
+                        await asyncio.wait_for(blocked, HANG_AFTER_S / 4)
+                    raise psycopg.Rollback()
+                return outcome
+        finally:
+            async with await psycopg.AsyncConnection.connect(admin_database_url, autocommit=True) as setup:
+                await setup.execute(f"DROP TABLE {table}")
+
+    outcome = run_tasks(main())
+    assert isinstance(outcome, SharedConnectionError), repr(outcome)

@@ -200,13 +200,11 @@ def read_dead_letters(
     """(matching dead letters, records scanned, complete) over ``topics``, dead-lettered in
     [``since``, ``until``) when given."""
     codec = codec or AvroCodec()
-    starts, ends = {}, {}
-    for topic, marks in kafka.watermarks_of(topics).items():  # a topic deleted since the listing is left out
-        from_time = kafka.offsets_for_time(topic, marks, int(since.timestamp() * 1000)) if since else {}
-        to_time = kafka.offsets_for_time(topic, marks, int(until.timestamp() * 1000)) if until else {}
-        for p, (low, high) in marks.items():
-            starts[(topic, p)] = max(low, from_time.get(p, low))
-            ends[(topic, p)] = min(high, to_time.get(p, high))
+    starts, ends = kafka.read_ranges(  # a topic deleted since the listing is left out
+        topics,
+        since_ms=int(since.timestamp() * 1000) if since else None,
+        until_ms=int(until.timestamp() * 1000) if until else None,
+    )
     total = sum(max(0, ends[tp] - starts[tp]) for tp in starts)
     letters, scanned = [], 0
     for msg in kafka.scan(starts, ends, max_records=max_scan, progress=progress):

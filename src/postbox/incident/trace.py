@@ -295,13 +295,7 @@ def _find_records(
     kafka: Kafka, topics: list[str], event_id: str, start_ms: int | None, max_scan: int,
     progress: Callable[[int, int | None], None], codec: AvroCodec, first_only: bool = True,
 ) -> tuple[list[RecordView], int, bool]:
-    starts: dict[tuple[str, int], int] = {}
-    ends: dict[tuple[str, int], int] = {}
-    for topic, marks in kafka.watermarks_of(topics).items():  # a topic deleted since the listing is left out
-        from_time = kafka.offsets_for_time(topic, list(marks), start_ms) if start_ms is not None else {}
-        for p, (low, high) in marks.items():
-            starts[(topic, p)] = max(low, from_time.get(p, low))
-            ends[(topic, p)] = high
+    starts, ends = kafka.read_ranges(topics, since_ms=start_ms)  # a topic deleted since the listing is left out
     total = sum(max(0, ends[tp] - starts[tp]) for tp in starts)
     wanted = event_id.encode()
     found: list[RecordView] = []

@@ -49,6 +49,7 @@ class AsyncOutbox(OutboxCore[AsyncConnection]):
         plan = self.plan_folded(text, params, aggregate_type, aggregate_id, event_type, payload, options)
         first, *more = plan.statements
         shared = async_guard(conn)
+        shared.refuse_outsider()
         async with shared.lock:
             with self.sending(conn):
                 if shared.owner is not None:
@@ -62,6 +63,7 @@ class AsyncOutbox(OutboxCore[AsyncConnection]):
         """Send ``statements`` in the caller's transaction, on the writer's own cursor, under the
         connection's send lock (:mod:`postbox.outbox.shared_connection`)."""
         shared = async_guard(conn)
+        shared.refuse_outsider()
         async with shared.lock:
             with self.sending(conn):
                 if shared.owner is not None:
@@ -83,6 +85,7 @@ class AsyncOutbox(OutboxCore[AsyncConnection]):
         """Awaitable :meth:`Outbox.transaction <postbox.outbox.writer.Outbox.transaction>`."""
         conn = conn if conn is not None else await self._own_connection()
         shared = async_guard(conn)
+        shared.refuse_outsider()
         async with shared.lock:  # after any send in flight; refused if another block holds conn
             entered = shared.enter_block()
         try:
@@ -117,7 +120,8 @@ class AsyncOutboxTransaction(TransactionHandle[AsyncOutbox, AsyncConnection]):
         """Awaitable :meth:`OutboxTransaction.execute <postbox.outbox.writer.OutboxTransaction.execute>`
         (refused to a task started outside the block, as ``emit`` is)."""
         shared = async_guard(self.connection)
-        async with shared.lock:
+        shared.refuse_outsider()
+        async with shared.lock:  # tasks the block created take turns with its emits
             shared.check()
             return await self.connection.execute(query, params, **kwargs)
 

@@ -15,10 +15,13 @@ The rules, kept per connection by a :class:`ConnectionGuard` stored on the conne
   first statement to its last: sends from several threads (a ``threading.Lock``) or tasks (an
   ``asyncio.Lock``) on one connection run one after the other, whatever the retention, as
   single statements always did under psycopg's lock. No user code runs under the lock, so
-  waiting for it is bounded by the other send's round trip.
+  waiting for it is bounded by the other send's round trip; but an async block's own
+  ``tx.execute`` runs its statement under it, so that tasks the block creates take turns with
+  its emits (a sync block's ``tx.execute`` is only checked: no other thread may use the block).
 * A ``transaction()`` block owns its connection while it is open: an emit, another
   ``transaction()``, or the block's own handle's ``execute`` (the handle handed to a thread or a
-  task started outside the block) on that connection from code outside the block raises
+  task started outside the block) on that connection from code outside the block raises at once
+  (before waiting for the lock)
   :class:`~postbox.errors.SharedConnectionError` before any SQL. Waiting instead would wait on
   user code (a deadlock if the block waits for the refused thread), and the event would join,
   and commit or roll back with, someone else's transaction. "Inside the block" is the block's
@@ -80,6 +83,14 @@ class ConnectionGuard(Generic[LockT]):
                 "ConnectionPool or AsyncConnectionPool), or emit from inside the block that opened the "
                 "transaction",
             )
+
+    def refuse_outsider(self) -> None:
+        """:meth:`check` before taking ``lock``: code outside an open block is refused at once
+        rather than after waiting for the lock, which a statement of the block can hold for as
+        long as the database makes it wait (on a row lock the refused code's own transaction may
+        hold: a wait no database could see). ``check`` under the lock still decides."""
+        if self.owner is not None:
+            self.check()
 
     def enter_block(self) -> tuple[object | None, Any]:
         """Make the running code's new ``transaction()`` block the owner (call it holding ``lock``);

@@ -51,6 +51,7 @@ class Outbox(OutboxCore[Connection]):
         plan = self.plan_folded(text, params, aggregate_type, aggregate_id, event_type, payload, options)
         statements = plan.statements
         shared = guard(conn)
+        shared.refuse_outsider()
         with shared.lock, self.sending(conn):
             if shared.owner is not None:
                 shared.check()
@@ -65,6 +66,7 @@ class Outbox(OutboxCore[Connection]):
         """Send ``statements`` in the caller's transaction, on the writer's own cursor, under the
         connection's send lock (:mod:`postbox.outbox.shared_connection`)."""
         shared = guard(conn)
+        shared.refuse_outsider()
         with shared.lock, self.sending(conn):
             if shared.owner is not None:
                 shared.check()
@@ -86,6 +88,7 @@ class Outbox(OutboxCore[Connection]):
         ends, rolls back if it raises; pipelined unless ``pipeline=False`` (:mod:`postbox.outbox.core`)."""
         conn = conn if conn is not None else self._own_connection()
         shared = guard(conn)
+        shared.refuse_outsider()
         with shared.lock:  # after any send in flight; refused if another block holds conn
             entered = shared.enter_block()
         try:
@@ -122,10 +125,8 @@ class OutboxTransaction(TransactionHandle[Outbox, Connection]):
         Refused with :class:`~postbox.errors.SharedConnectionError`, before any SQL, from code
         outside the block (a thread the handle was handed to), as :meth:`emit` is: the statement
         would join this block's transaction from a thread psycopg's pipeline cannot serve."""
-        shared = guard(self.connection)
-        with shared.lock:
-            shared.check()
-            return self.connection.execute(query, params, **kwargs)
+        guard(self.connection).check()  # no lock: only this block's own code gets past the check
+        return self.connection.execute(query, params, **kwargs)
 
     def emit(self, aggregate_type: str, aggregate_id: AggregateId, event_type: str, payload: EventPayload,
              **options: Unpack[EmitOptions]) -> EmittedEvent:
