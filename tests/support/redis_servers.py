@@ -52,6 +52,10 @@ def _is_free(port: int) -> bool:
         return True
 
 
+class PortTaken(RuntimeError):
+    """redis-server could not bind its port: something else took it after it was found free."""
+
+
 class RedisServer:
     """One redis-server on 127.0.0.1 with AOF ``appendfsync always`` unless told otherwise."""
 
@@ -74,16 +78,30 @@ class RedisServer:
             **(config or {}),
         }
         self.process: subprocess.Popen | None = None
+        #: Started before: a restart keeps its port (its clients and AOF folder are bound to it).
+        self.started_once = False
 
     @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> "RedisServer":
-        conf = self.dir / "redis.conf"
-        conf.write_text("".join(f"{k} {v}\n" for k, v in self.config.items()))
-        self.process = subprocess.Popen([self.binary, str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        self._wait_ready()
+        """Start it; a port taken between :func:`free_port` and the bind (by a test on another
+        pytest-xdist worker) gets another free port, unless this is a restart on the same port."""
+        for attempt in range(3):
+            conf = self.dir / "redis.conf"
+            conf.write_text("".join(f"{k} {v}\n" for k, v in self.config.items()))
+            self.process = subprocess.Popen([self.binary, str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            try:
+                self._wait_ready()
+            except PortTaken:
+                if attempt == 2 or self.started_once:
+                    raise
+                self.port = free_port(with_bus="cluster-enabled" in self.config)
+                self.config["port"] = str(self.port)
+                continue
+            self.started_once = True
+            break
         return self
 
     def _wait_ready(self, timeout: float = 15.0) -> None:
@@ -93,12 +111,15 @@ class RedisServer:
             while time.monotonic() < deadline:
                 if self.process and self.process.poll() is not None:
                     log = (self.dir / "redis.log").read_text(errors="replace")[-2000:] if (self.dir / "redis.log").exists() else ""
-                    raise RuntimeError(f"redis-server on port {self.port} exited ({self.process.returncode}): {log}")
+                    kind = PortTaken if "Address already in use" in log else RuntimeError
+                    raise kind(f"redis-server on port {self.port} exited ({self.process.returncode}): {log}")
                 try:
-                    if client.ping():
+                    # Ours, not a server of another worker that had the port first (it answers too).
+                    if client.ping() and self.process and int(client.info("server")["process_id"]) == self.process.pid:
                         return
                 except (redis.ConnectionError, redis.BusyLoadingError):
-                    time.sleep(0.05)
+                    pass
+                time.sleep(0.05)
             raise RuntimeError(f"redis-server on port {self.port} not ready after {timeout} s")
         finally:
             client.close()
