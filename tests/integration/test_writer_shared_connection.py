@@ -76,6 +76,25 @@ def run_threads(work: Callable[[int], None]) -> list[BaseException]:
     return errors
 
 
+def raised_in_another_thread(*sends: Callable[[], object]) -> list[BaseException]:
+    """What each of ``sends`` raised, run one after the other in a new thread (which starts with
+    an empty context: outside any transaction() block of this one); fails the test if it hangs."""
+    raised: list[BaseException] = []
+
+    def work() -> None:
+        for send in sends:
+            try:
+                send()
+            except BaseException as exc:  # noqa: BLE001 - reported by the test
+                raised.append(exc)
+
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    thread.join(HANG_AFTER_S)
+    assert not thread.is_alive(), "a thread sharing the connection hung"
+    return raised
+
+
 def run_tasks(coro: Any) -> Any:
     async def bounded() -> Any:
         try:
@@ -277,19 +296,7 @@ def test_a_nested_block_gives_the_connection_back_to_the_outer_block(admin_datab
     outbox = Outbox(encoding="json")
 
     def other_thread_emits(conn: psycopg.Connection[Any]) -> list[BaseException]:
-        done: list[BaseException] = []
-
-        def work() -> None:
-            try:
-                outbox.emit(conn, "tshared", "other", "Happened", {"n": 0})
-            except BaseException as exc:  # noqa: BLE001 - reported by the test
-                done.append(exc)
-
-        thread = threading.Thread(target=work, daemon=True)
-        thread.start()
-        thread.join(HANG_AFTER_S)
-        assert not thread.is_alive()
-        return done
+        return raised_in_another_thread(lambda: outbox.emit(conn, "tshared", "other", "Happened", {"n": 0}))
 
     with psycopg.connect(admin_database_url, autocommit=True) as conn:
         with outbox.transaction(conn) as outer:
@@ -310,23 +317,12 @@ def test_a_blocks_handle_used_from_another_thread_sends_nothing(admin_database_u
     is refused as its ``emit`` is, before any SQL. Before: the thread's statement ran in the block's
     transaction (and, pipelined, in a psycopg pipeline another thread was using)."""
     outbox = Outbox(encoding="json")
-    refused: list[BaseException] = []
     with psycopg.connect(admin_database_url, autocommit=True) as conn:
         with outbox.transaction(conn, pipeline=pipeline) as tx:
             tx.execute("CREATE TEMP TABLE intrusion (n int) ON COMMIT DROP")
 
-            def intruder() -> None:
-                for send in (lambda: tx.execute("INSERT INTO intrusion VALUES (1)"),
-                             lambda: tx.emit("tshared", "intruder", "Happened", {"n": 0})):
-                    try:
-                        send()
-                    except BaseException as exc:  # noqa: BLE001 - reported by the test
-                        refused.append(exc)
-
-            thread = threading.Thread(target=intruder, daemon=True)
-            thread.start()
-            thread.join(HANG_AFTER_S)
-            assert not thread.is_alive()
+            refused = raised_in_another_thread(lambda: tx.execute("INSERT INTO intrusion VALUES (1)"),
+                                               lambda: tx.emit("tshared", "intruder", "Happened", {"n": 0}))
             tx.execute("INSERT INTO intrusion VALUES (2)")
             rows = tx.execute("SELECT n FROM intrusion ORDER BY n").fetchall()
             assert written(conn) == (0, 0)
