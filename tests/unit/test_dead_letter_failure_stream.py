@@ -1,8 +1,8 @@
 """DeadLetters.record, the failure-stream write before a dead letter is sent: a Redis failure that
 heals by waiting (an outage, a Redis Cluster failover) must come back as TransientEffectError, so
 the runtime holds the record's partition there and retries; anything else raising out of it would
-stop the consumer. A refusal that waiting does not fix is logged and the dead letter goes on (the
-DLQ record is the complete record). The real failure stream is written in
+stop the consumer. A refused login stops it with the fix, as in the engine. A refusal that waiting
+does not fix is logged and the dead letter goes on (the DLQ record is the complete record). The real failure stream is written in
 tests/integration/test_consumer_failures.py; here a stand-in client raises what redis-py raises
 (the same exceptions the engine's own classification is tested with in
 test_effects_already_applied.py), so no cluster has to fail over."""
@@ -17,7 +17,7 @@ from redis.exceptions import ClusterDownError, ClusterError, SlotNotCoveredError
 
 from postbox.consumer.deadletter import DeadLetters, Failure, Origin
 from postbox.effects import EffectsEngine
-from postbox.errors import TransientEffectError
+from postbox.errors import ConfigError, TransientEffectError
 
 
 class FailingPipeline:
@@ -71,6 +71,18 @@ def test_a_failure_that_heals_by_waiting_holds_the_record(error: BaseException, 
         _record(error)
     assert caught.value.reason == reason
     assert "failure stream" in str(caught.value) or "failure-stream" in str(caught.value)
+
+
+@pytest.mark.parametrize("error", [
+    redis.AuthenticationError("WRONGPASS invalid username-password pair or user is disabled."),
+    redis.ConnectionError("Error 1 connecting to 127.0.0.1:6380. [SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed"),
+], ids=["credentials-revoked", "tls-certificate"])
+def test_a_refused_login_stops_the_consumer_with_the_fix(error: BaseException) -> None:
+    """As in the effects engine: no retry fixes revoked credentials or a wrong CA, so it is the
+    configuration error the runtime stops on (exit 3), not a connection outage retried for ever."""
+    with pytest.raises(ConfigError) as caught:
+        _record(error)
+    assert caught.value.fix, "the error names its fix"
 
 
 def test_a_refusal_that_waiting_does_not_fix_is_logged_and_the_dead_letter_goes_on(caplog: pytest.LogCaptureFixture) -> None:

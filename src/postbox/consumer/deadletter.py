@@ -70,6 +70,7 @@ from postbox.consumer.dlq_record import (  # noqa: F401 - the contract's names, 
 from postbox.kafka_config import KafkaProperties
 from postbox.effects import EffectsEngine, EventRef
 from postbox.effects.redis_errors import transient_reason
+from postbox.redis_client import login_error
 from postbox.errors import DeadLetterError, TransientEffectError
 
 log = logging.getLogger("postbox.consumer.dlq")
@@ -244,8 +245,9 @@ class DeadLetters:
 
         Raises :class:`TransientEffectError` for what heals by waiting (an outage, a cluster
         failover: :func:`~postbox.effects.redis_errors.transient_reason`, the engine's own rule), so
-        the record's partition holds there and retries; a refusal that waiting does not fix is
-        logged, and the dead letter goes on without its failure-stream entry.
+        the record's partition holds there and retries, and the :class:`~postbox.errors.ConfigError` of a refused
+        login (the runtime stops on it, exit 3); a refusal that waiting does not fix is logged, and
+        the dead letter goes on without its failure-stream entry.
         """
         todo = [(m, eid, f) for m, eid, f in entries if not f.recorded]
         if not todo:
@@ -272,6 +274,9 @@ class DeadLetters:
         try:
             pipe.execute()
         except (redis.RedisError, redis.RedisClusterException) as exc:  # the latter is not a RedisError
+            refused = login_error(exc)  # credentials revoked, a wrong CA: no retry fixes them (as in the engine)
+            if refused is not None:
+                raise refused from exc
             reason = transient_reason(exc)
             if reason is not None:  # an outage, a failover: the partition waits here and retries
                 raise TransientEffectError(f"cannot write the failure stream ({reason}): {exc}", reason=reason) from exc
