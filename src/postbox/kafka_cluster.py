@@ -90,7 +90,8 @@ def group_admin_error(group: str, bootstrap: str, error: Any, *, action: str = "
     return kind(message.format(group=group, bootstrap=bootstrap, action=action), fix=fix.format(group=group, operation=operation))
 
 
-#: The codes with which the broker or librdkafka says a topic (or partition) is not there.
+#: The codes with which the broker or librdkafka says a topic (or partition) is not there. (A
+#: scan hears nothing of an assigned topic deleted meanwhile: :meth:`Kafka._gone` asks the metadata.)
 _GONE = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION})
 
 
@@ -631,8 +632,6 @@ class Kafka:
             if error:
                 if error.code() == KafkaError._PARTITION_EOF:
                     finished.append(where)
-                elif error.code() in _GONE:  # deleted while it was read: nothing more to read there
-                    finished.extend(tp for tp in pending if tp[0] == where[0])
                 elif error.code() in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN):
                     raise self.unavailable(error.str())
                 continue

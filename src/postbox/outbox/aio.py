@@ -52,8 +52,7 @@ class AsyncOutbox(OutboxCore[AsyncConnection]):
         shared.refuse_outsider()
         async with shared.lock:
             with self.sending(conn):
-                if shared.owner is not None:
-                    shared.check()
+                shared.refuse_outsider()  # decides, under the lock
                 async with conn.pipeline() if more else nullcontext():
                     cur = await conn.execute(*first, prepare=True)  # the caller reads its statement's results here
                     await self._execute(conn, more)
@@ -66,8 +65,7 @@ class AsyncOutbox(OutboxCore[AsyncConnection]):
         shared.refuse_outsider()
         async with shared.lock:
             with self.sending(conn):
-                if shared.owner is not None:
-                    shared.check()
+                shared.refuse_outsider()  # decides, under the lock
                 async with conn.pipeline() if len(statements) > 1 else nullcontext():
                     await self._execute(conn, statements)
 

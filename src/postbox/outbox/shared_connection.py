@@ -85,10 +85,11 @@ class ConnectionGuard(Generic[LockT]):
             )
 
     def refuse_outsider(self) -> None:
-        """:meth:`check` before taking ``lock``: code outside an open block is refused at once
-        rather than after waiting for the lock, which a statement of the block can hold for as
-        long as the database makes it wait (on a row lock the refused code's own transaction may
-        hold: a wait no database could see). ``check`` under the lock still decides."""
+        """:meth:`check`, at the cost of one attribute read when no block is open. Every send calls
+        it twice: before taking ``lock``, so code outside an open block is refused at once rather
+        than after waiting for the lock, which a statement of the block can hold for as long as the
+        database makes it wait (on a row lock the refused code's own transaction may hold: a wait
+        no database could see); then holding ``lock``, where it decides."""
         if self.owner is not None:
             self.check()
 

@@ -53,8 +53,7 @@ class Outbox(OutboxCore[Connection]):
         shared = guard(conn)
         shared.refuse_outsider()
         with shared.lock, self.sending(conn):
-            if shared.owner is not None:
-                shared.check()
+            shared.refuse_outsider()  # decides, under the lock
             if len(statements) == 1:  # the caller reads its statement's results on this cursor
                 return conn.execute(*statements[0], prepare=True), plan.events[0]
             with conn.pipeline():  # and a DELETE (retention delete): one round trip
@@ -68,8 +67,7 @@ class Outbox(OutboxCore[Connection]):
         shared = guard(conn)
         shared.refuse_outsider()
         with shared.lock, self.sending(conn):
-            if shared.owner is not None:
-                shared.check()
+            shared.refuse_outsider()  # decides, under the lock
             if len(statements) == 1:
                 emit_cursor(conn).execute(*statements[0], prepare=True)
             else:
