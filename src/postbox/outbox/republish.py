@@ -1,4 +1,4 @@
-"""Republish outbox rows still in the table (#12.6): the recovery after a lost replication slot.
+"""Republish outbox rows still in the table: the recovery after a lost replication slot.
 
 Why this way: each row is deleted and inserted again, unchanged, in one statement. The publication
 carries inserts only (and the connector skips deletes), so Debezium sees a fresh insert of the same
@@ -6,17 +6,17 @@ row and the Outbox Event Router publishes it exactly as the first time: same eve
 headers and payload, through the same topic routing. No second publishing path to keep in step
 with the router, and consumers absorb the copies that had reached Kafka before (dedupe by id).
 
-Rows go in id order (UUIDv7: creation order), in batches of ``batch`` rows, one transaction each,
-so per-aggregate order holds among republished events; a republished event can still arrive after
-a later event of its aggregate that was published before the loss. Rows the connector could not
-deliver (``outbox_row_problem``) are left alone and counted. A successful run releases retention's
+Rows go in the order the database took them (``created_at``, its own clock at the insert; ids
+are UUIDv7 from each writer's clock, which hosts do not share), in batches of ``batch`` rows, one
+transaction each, so per-aggregate order holds among republished events; a republished event can
+still arrive after a later event of its aggregate that was published before the loss. Rows the
+connector could not deliver (``outbox_row_problem``) are left alone and counted. A successful run releases retention's
 hold (``postbox.retention_holds``), and the re-inserted rows carry new transaction ids, so
 retention keeps them until the new slot has confirmed them.
 """
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -25,23 +25,10 @@ from typing import Any
 
 from postbox.errors import RetentionError
 from postbox.outbox.retention import owner_connection
+from postbox.outbox.sql_text import sql_text
 
-REPUBLISH_SQL = """
-WITH batch AS (
-    SELECT id FROM postbox.outbox
-     WHERE id > %(after)s
-       AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s::timestamptz)
-       AND postbox.outbox_row_problem(aggregate_type, aggregate_id, event_type, traceparent) IS NULL
-     ORDER BY id
-     LIMIT %(batch)s
-), gone AS (
-    DELETE FROM postbox.outbox o USING batch WHERE o.id = batch.id
-    RETURNING o.id, o.aggregate_type, o.aggregate_id, o.event_type, o.payload, o.created_at, o.traceparent
-)
-INSERT INTO postbox.outbox (id, aggregate_type, aggregate_id, event_type, payload, created_at, traceparent)
-SELECT id, aggregate_type, aggregate_id, event_type, payload, created_at, traceparent FROM gone ORDER BY id
-RETURNING id
-"""
+QUEUE_SQL = sql_text("republish_queue.sql")
+BATCH_SQL = sql_text("republish_batch.sql")
 
 
 @dataclass
@@ -68,18 +55,21 @@ def republish(
         raise RetentionError(f"batch {batch} must be positive", fix="e.g. --batch 1000")
     report = RepublishReport()
     with owner_connection(conninfo, "to republish") as conn:
-        after = uuid.UUID(int=0)
-        while True:
+        with conn.transaction():
+            conn.execute("DROP TABLE IF EXISTS pg_temp.republish_queue")
+            conn.execute(QUEUE_SQL, {"since": since})
+        total = conn.execute("SELECT count(*) FROM republish_queue").fetchone()[0]  # type: ignore[index]
+        for after in range(0, total, batch):
             with conn.transaction():
-                ids = [r[0] for r in conn.execute(REPUBLISH_SQL, {"after": after, "since": since, "batch": batch})]
+                ids = [r[0] for r in conn.execute(BATCH_SQL, {"after": after, "batch": batch})]
             if not ids:
-                break
-            after = max(ids)
-            report.first_id = report.first_id or str(min(ids))
-            report.last_id = str(after)
+                continue  # deleted meanwhile (retention holds while a slot is lost, so rarely)
+            report.first_id = report.first_id or str(ids[0])
+            report.last_id = str(ids[-1])
             report.republished += len(ids)
             if progress is not None:
                 progress(report.republished)
+        conn.execute("DROP TABLE republish_queue")
         report.skipped_undeliverable = conn.execute(
             "SELECT count(*) FROM postbox.outbox_undeliverable(2147483647)"
         ).fetchone()[0]  # type: ignore[index]

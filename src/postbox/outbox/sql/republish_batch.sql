@@ -1,0 +1,13 @@
+-- One batch of the queue: each row deleted and inserted again, unchanged, in the queue's order
+-- (an INSERT .. SELECT inserts in the order its SELECT returns, and that is the WAL's order).
+WITH batch AS (
+    SELECT n, id FROM republish_queue WHERE n > %(after)s AND n <= %(after)s + %(batch)s
+), gone AS (
+    DELETE FROM postbox.outbox o USING batch WHERE o.id = batch.id
+    RETURNING o.id, o.aggregate_type, o.aggregate_id, o.event_type, o.payload, o.created_at, o.traceparent
+)
+INSERT INTO postbox.outbox (id, aggregate_type, aggregate_id, event_type, payload, created_at, traceparent)
+SELECT gone.id, aggregate_type, aggregate_id, event_type, payload, created_at, traceparent
+  FROM gone JOIN batch ON batch.id = gone.id
+ ORDER BY batch.n
+RETURNING id
