@@ -89,6 +89,43 @@ def test_replay_group_refuses_records_older_than_the_dedupe_window(settings, uni
     assert record["details"]["force"] is True and record["count"] == 3
 
 
+def produce_copies(bootstrap: str, topic: str, created: list[datetime]) -> None:
+    """Records written now that carry events created at ``created`` (what `dlq replay`, `db
+    republish` and a Debezium re-send append): the Kafka timestamp is the copy's, the router's
+    ``created_at`` header the event's."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for i, when in enumerate(created):
+        headers = [(k, v) for k, v in router_headers(str(uuid.uuid4()), "Counted", "copy") if k != "created_at"]
+        producer.produce(topic, key=b"a1", value=json.dumps({"seq": i}).encode(), partition=0,
+                         headers=[*headers, ("created_at", when.isoformat().replace("+00:00", "Z").encode())])
+    assert producer.flush(30) == 0
+
+
+def test_replay_group_judges_copies_by_their_events_creation_not_the_copys_timestamp(settings, unique):
+    """A copy of an event applied three days ago, appended to the log just now, is re-applied by a
+    group whose markers live two days: the rewind that re-reads it is refused without `--force`,
+    whether the copy is the first record re-read or one further on. Before the fix the plan looked
+    at the first record's Kafka timestamp only (written just now: "safe")."""
+    topic, group = f"outbox.event.rpcp{unique}", f"test-rpcp-{unique}"
+    create_topic(settings.kafka_bootstrap, topic, 1)
+    now = datetime.now(timezone.utc)
+    produce_copies(settings.kafka_bootstrap, topic, [now - timedelta(days=3), now])
+    commit_offset(settings.kafka_bootstrap, group, topic, 2)
+
+    first = run_cli("replay", "--group", group, "--to", "earliest", "--marker-ttl", "2d", "--execute", "--yes")
+    assert first.returncode == 1 and "dedupe markers live" in first.stderr, first.stdout + first.stderr
+
+    produce_copies(settings.kafka_bootstrap, topic, [now, now - timedelta(days=3), now])
+    commit_offset(settings.kafka_bootstrap, group, topic, 5)
+    further = run_cli("replay", "--group", group, "--to", "2", "--marker-ttl", "2d", "--dry-run", "--json")
+    assert further.returncode == 1 and json.loads(further.stdout)["refused"] is True, further.stdout + further.stderr
+    assert "dedupe markers live" in further.stderr
+    assert committed(settings.kafka_bootstrap, group, topic, 1) == {0: 5}
+
+    fresh = invoke_json("replay", "--group", group, "--to", "4", "--marker-ttl", "2d", "--dry-run")
+    assert fresh["refused"] is False, "the last copy's event is fresh"
+
+
 @pytest.fixture(scope="module")
 def dead_letters(settings, admin_redis_url):
     """Two groups dead-letter the same four poison records (decode, unknown type, handler, WRONGTYPE)

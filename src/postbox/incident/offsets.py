@@ -1,9 +1,13 @@
 """`postbox replay --group G --to …`: move a stopped group's committed offsets back (re-consume).
 
 Rewinding is safe because the group deduplicates by event id — for events whose markers still
-exist. The plan therefore looks at the oldest record that would be re-consumed: if it was written
+exist. A marker lives ``marker TTL`` from when the group applied the event, which is no earlier than
+the event's creation; so the plan reads every record that would be re-consumed and looks at the
+oldest *event* among them (its ``created_at`` header, else its UUIDv7 id's time, else the record's
+Kafka timestamp, whichever is earliest): a copy appended later (`dlq replay`, `db republish`, a
+Debezium re-send) has a fresh Kafka timestamp but carries an old event. If that event was created
 longer ago than ``marker TTL − margin``, the group may apply it twice, and the reset is refused
-without ``--force``. Moving *forward* skips events (never safe) and also needs ``--force``.
+without ``--force``; so is a re-read too long to check (more than ``AGE_SCAN_LIMIT`` records). Moving *forward* skips events (never safe) and also needs ``--force``.
 A group with members is always refused: its consumers would overwrite the new offsets.
 """
 
@@ -20,7 +24,8 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicP
 from postbox.errors import GroupActiveError, IncidentError, UnknownGroupError
 from postbox.kafka_cluster import Kafka, group_admin_error
 from postbox.durations import parse_duration
-from postbox.incident.records import ago, iso_ms, parse_iso
+from postbox.codec.headers import EventHeaders
+from postbox.incident.records import ago, iso_ms, parse_iso, uuid7_time
 from postbox.incident.redis_state import human_duration
 
 
@@ -163,24 +168,54 @@ def plan_reset(
             f"group {group} has no committed offsets", fix="name the topics to set with --topic",
         )
     moves = [m for topic in names for m in _moves(kafka, topic, target, partition, committed)]
-    # the oldest record each partition would re-read: is it inside the dedupe window?
-    firsts = kafka.read_first({(m.topic, m.partition): m.new for m in moves if m.delta > 0})
-    problems = []
-    now_ms = int(datetime.now(timezone.utc).timestamp() * 1000)
-    for m in moves:
-        msg = firsts.get((m.topic, m.partition))
-        if msg is not None and msg.timestamp()[0]:
-            m.oldest_ms = msg.timestamp()[1]
-    oldest = min((m.oldest_ms for m in moves if m.oldest_ms), default=None)
-    if oldest is not None and timedelta(milliseconds=now_ms - oldest) >= marker_ttl - margin:
-        problems.append(
-            f"the oldest re-consumed record is {human_duration(timedelta(milliseconds=now_ms - oldest))} old; dedupe markers live "
-            f"{human_duration(marker_ttl)} (margin {human_duration(margin)}): events applied before may be applied again"
-        )
+    problems = _age_problems(kafka, moves, marker_ttl, margin)
     skipped = sum(max(0, -m.delta) for m in moves)
     if skipped:
         problems.append(f"moving forward skips {skipped:,} record(s) the group has not consumed: they will never be applied")
     return ResetPlan(group, target, moves, problems, info.state, refused=bool(problems) and not force)
+
+
+#: The most records a plan reads to find the oldest event it would re-consume.
+AGE_SCAN_LIMIT = 500_000
+
+
+def event_created_ms(msg: Any) -> int | None:
+    """When the event a record carries was created, in ms: the earliest of its ``created_at``
+    header, its UUIDv7 id's time and the record's Kafka timestamp (None when none is known)."""
+    meta = EventHeaders.parse(msg.headers())
+    known = [when.timestamp() * 1000 for when in (parse_iso(meta.created_at), uuid7_time(meta.event_id)) if when is not None]
+    kind, timestamp_ms = msg.timestamp()
+    if kind and timestamp_ms >= 0:
+        known.append(timestamp_ms)
+    return int(min(known)) if known else None
+
+
+def _age_problems(kafka: Kafka, moves: list[Move], marker_ttl: timedelta, margin: timedelta) -> list[str]:
+    """Read every record the plan re-consumes; set each move's ``oldest_ms`` (its oldest event's
+    creation) and say whether any is outside the dedupe window or the re-read too long to check."""
+    rereads = {(m.topic, m.partition): m for m in moves if m.delta > 0}
+    total = sum(m.delta for m in rereads.values())
+    starts = {tp: m.new for tp, m in rereads.items()}
+    ends = {tp: m.new + m.delta for tp, m in rereads.items()}
+    for msg in kafka.scan(starts, ends, max_records=AGE_SCAN_LIMIT):
+        created = event_created_ms(msg)
+        move = rereads.get((msg.topic(), msg.partition()))
+        if created is not None and move is not None:
+            move.oldest_ms = created if move.oldest_ms is None else min(move.oldest_ms, created)
+    problems = []
+    now_ms = int(datetime.now(timezone.utc).timestamp() * 1000)
+    oldest = min((m.oldest_ms for m in moves if m.oldest_ms), default=None)
+    if oldest is not None and timedelta(milliseconds=now_ms - oldest) >= marker_ttl - margin:
+        problems.append(
+            f"the oldest re-consumed event was created {human_duration(timedelta(milliseconds=now_ms - oldest))} ago; dedupe markers "
+            f"live {human_duration(marker_ttl)} (margin {human_duration(margin)}): events applied before may be applied again"
+        )
+    if total > AGE_SCAN_LIMIT:
+        problems.append(
+            f"the reset re-reads {total:,} records, more than the {AGE_SCAN_LIMIT:,} the plan checks for events older than the "
+            "dedupe window: reset in smaller steps (--shift-by, --partition) or check by hand"
+        )
+    return problems
 
 
 def _moves(kafka: Kafka, topic: str, target: Target, partition: int | None, committed: dict[tuple[str, int], int]) -> list[Move]:
