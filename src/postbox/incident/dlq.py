@@ -39,6 +39,7 @@ from postbox.incident.records import (
     uuid7_time,
 )
 from postbox.incident.redis_state import RedisState, human_duration, iso
+from postbox.incident.replay_order import hold_out_of_order
 
 DEFAULT_MAX_SCAN = 200_000
 DEFAULT_SAFETY_MARGIN = timedelta(hours=1)
@@ -470,12 +471,14 @@ def prepare_replay(
     redis_state: RedisState | None = None, progress: Callable[[int, int], None] | None = None,
     since: datetime | None = None, until: datetime | None = None, group_ttls: Mapping[str, timedelta] | None = None,
 ) -> ReplayReport:
-    """Read the selected dead letters, plan each one's replay and find the groups that already
+    """Read the selected dead letters, plan each one's replay (held back when it would follow later
+    events of its aggregate: :mod:`postbox.incident.replay_order`) and find the groups that already
     applied its event (their dedupe marker exists: they will skip the replayed copy). Nothing is sent."""
     letters, scanned, complete = read_dead_letters(kafka, topics, selection, progress=progress, since=since, until=until)
     if not letters:
         raise IncidentError("no dead letter matches the selection", fix="`postbox dlq list` shows the dead letters")
     items = plan_replay(kafka, letters, marker_ttl=marker_ttl, margin=margin, force=force, group_ttls=group_ttls)
+    hold_out_of_order(kafka, items, force=force)
     report = ReplayReport(topics, scanned, complete, items, marker_ttl, margin)
     if redis_state is None:
         report.notes.append("Redis not consulted: which groups already applied each event is unknown")
