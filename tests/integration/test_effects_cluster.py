@@ -202,3 +202,37 @@ def test_script_kill_by_an_operator_is_transient(redis_cluster, tmp_path) -> Non
     assert client.get(k("n")) is None  # the killed call wrote nothing
     assert engine.apply_one(EventRef.for_aggregate(str(uuid.uuid4()), "order", agg), Effects().incrby(k("n"), 1)).applied
     client.close()
+
+
+def test_an_order_key_over_two_slots_of_one_master_is_applied_in_order(redis_cluster) -> None:
+    """A handler that routes one order's events to two slots (its own tag, then a ledger's) living
+    on the same master: MONITOR on that master shows them applied in input order. Before the fix
+    the wave plan put all of them in one wave, and the master ran them lane by lane: e0 e2, e1."""
+    client = redis_cluster.client()
+    engine = EffectsEngine(client, "billing", functions_dir=FUNCTIONS_DIR)
+    first = f"order:{uuid.uuid4().hex[:8]}"
+    node = client.get_node_from_key(f"{{{first}}}").name
+    second = next(tag for tag in (f"ledger:{n}" for n in range(10_000))
+                  if key_slot(f"{{{tag}}}") != key_slot(f"{{{first}}}") and client.get_node_from_key(f"{{{tag}}}").name == node)
+    tags = [first, second, first, second]
+    events = [(EventRef(str(uuid.uuid4()), tag), Effects().rpush(f"{{{tag}}}:log", str(n))) for n, tag in enumerate(tags)]
+    master = redis.Redis(host=node.split(":")[0], port=int(node.split(":")[1]))
+    seen: list[str] = []
+    ids = {e.id for e, _ in events}
+    with master.monitor() as monitor:
+        def watch() -> None:
+            for command in monitor.listen():
+                text = command["command"]
+                if text.startswith("SET ") and ":seen:" in text:  # the marker, written inside the apply script
+                    seen.extend(i for i in ids if i in text)
+                if len(seen) >= len(ids):
+                    return
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        time.sleep(0.2)
+        results = engine.apply(events, order=["k42"] * len(events))
+        watcher.join(10)
+    assert all(r.applied for r in results)
+    assert seen == [e.id for e, _ in events], "applied out of the order key's order"
+    master.close()
+    client.close()

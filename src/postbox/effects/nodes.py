@@ -6,10 +6,11 @@ thread, in parallel; this module holds the two small pieces of state that decide
 
 - :func:`plan_waves`: events go out in *waves*. Within a wave every node's calls run in parallel,
   and the events of one hash-slot lane (and of one order key, e.g. one Kafka key of one partition)
-  keep their input order because they all go to the same node, in order. An event whose order key
-  already has an earlier event on *another* node waits for the next wave, so it is sent only once
-  that earlier event is known applied (most batches are one wave: an aggregate's events share its
-  routing tag, hence its slot and node).
+  keep their input order: a lane's calls go to its node one after the other. A node sends a wave's
+  calls lane by lane (each call holds one slot's events), so an event whose order key already has
+  an earlier event in *another* lane, on this node or another, waits for the next wave: it is sent
+  only once that earlier event is known applied (most batches are one wave: an aggregate's events
+  share its routing tag, hence its slot).
 - :class:`NodeHealth`: a node whose calls failed with a connection error or gave no reply within
   the engine's node wait is *down*: events for it come back as retries at once, without a network
   wait, so a stopped master costs the other nodes one wait, not one per batch. A background thread
@@ -43,10 +44,11 @@ class Placement:
 def plan_waves(placements: Sequence[Placement]) -> list[int]:
     """The wave of each event (0-based, in input order; see the module docs).
 
-    An event goes in the wave of the previous event of its lane or order key, or in the next wave
-    when that event is on another node (only an order key can span nodes); never in an earlier
-    wave than any previous event of its lane or order key, so each keeps its input order."""
-    last: dict[tuple[str, Hashable], tuple[int, str]] = {}
+    An event goes in the wave of the previous event of its lane, and of its order key when that
+    event is in the same lane; in the next wave when the order key's previous event is in another
+    lane (on any node: a node runs a wave's calls lane by lane, not event by event); never in an
+    earlier wave than any previous event of its lane or order key, so each keeps its input order."""
+    last: dict[tuple[str, Hashable], tuple[int, int]] = {}
     waves: list[int] = []
     for place in placements:
         wave = 0
@@ -56,9 +58,9 @@ def plan_waves(placements: Sequence[Placement]) -> list[int]:
         for key in keys:
             seen = last.get(key)
             if seen is not None:
-                wave = max(wave, seen[0] if seen[1] == place.node else seen[0] + 1)
+                wave = max(wave, seen[0] if seen[1] == place.lane else seen[0] + 1)
         for key in keys:
-            last[key] = (wave, place.node)
+            last[key] = (wave, place.lane)
         waves.append(wave)
     return waves
 
