@@ -45,13 +45,16 @@ def _rows(plan: dict) -> dict[int, dict]:
 
 def test_dry_run_prints_each_partitions_window_and_says_what_it_adjusted(windowed):
     _, topic, group, base, _ = windowed
-    plan = invoke_json("replay", "--group", group, "--to", "2", "--until", "500")
+    # --force: p1 has no committed offset, so a window from offset 2 would run ahead of the group there
+    plan = invoke_json("replay", "--group", group, "--to", "2", "--until", "500", "--force")
     rows = _rows(plan)
     assert plan["dry_run"] is True and plan["window"]["records"] == 16
     assert (rows[0]["start"], rows[0]["end"], rows[0]["records"]) == (2, 10, 8)
     assert rows[0]["notes"] == ["end offset 500 is beyond the high watermark: clamped to 10"]
     assert (rows[2]["start"], rows[2]["end"], rows[2]["records"], rows[2]["notes"]) == (0, 0, 0, ["empty partition"])
     assert plan["consume"] == f"postbox consume MODULE:APP --group {group} --from 2 --until 500"
+    assert plan["window"]["problems"] == [f"{topic}[1]: the group has not applied offsets 0..1 yet (2 record(s)); "
+                                          "the window would apply later events of their aggregates before them"]
 
     # a time before the earliest retained record starts at it; an end time resolves per partition
     plan = invoke_json("replay", "--group", group, "--to", _iso(base - 86_400_000), "--until", _iso(base + 5000), "--partition", "1")
@@ -96,7 +99,8 @@ def test_window_usage_errors_exit_2_and_name_the_flag(windowed):
 def test_execute_runs_the_window_through_a_changed_handler_and_audits_it(settings, redis_client, windowed):
     agg, topic, group, _, ids = windowed
     # the first deploy applied offsets 2..4 of both partitions (a bounded consume, no commit)
-    first = run_cli("consume", "tests.apps.counting:audited", "--group", group, "--topics", topic, "--from", "2", "--until", "5")
+    # (--force: on p1 it runs ahead of the group, which has applied nothing there; p0 is committed at 4)
+    first = run_cli("consume", "tests.apps.counting:audited", "--group", group, "--topics", topic, "--from", "2", "--until", "5", "--force")
     assert first.returncode == 0, first.stderr[-2000:]
     # the replay of offsets 0..7 by a later deploy: 3 duplicates per partition, 5 applied
     done = run_cli("replay", "--group", group, "--to", "earliest", "--until", "8", "--execute", "--yes",

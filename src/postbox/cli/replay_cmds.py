@@ -218,7 +218,7 @@ def _replay_window(request: WindowRequest, *, force: bool, ttl: timedelta, margi
                    fmt: OutputFormat, settings: Any) -> int:  # fmt: skip
     """Plan the window; with --execute, run it (allowed while the group runs: it never commits)."""
     from postbox.cli.consume_cmds import execute_window, load_window_app, print_window_plan
-    from postbox.incident.window import COMMITTED, check_marker_window, plan_window
+    from postbox.incident.window import COMMITTED, check_group_position, check_marker_window, plan_window
 
     app = config = None
     with kafka_for(settings) as kafka:
@@ -235,6 +235,7 @@ def _replay_window(request: WindowRequest, *, force: bool, ttl: timedelta, margi
             kafka.require_topic(t)
         plan = plan_window(kafka, topics, request.start, request.end, partitions=request.partitions,
                            committed=committed if request.start.kind == COMMITTED else None)  # fmt: skip
+        check_group_position(kafka, plan, request.group)
         check_marker_window(kafka, plan, ttl, margin)
     refused = bool(plan.problems) and not force
     run = request.execute and not refused
