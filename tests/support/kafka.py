@@ -124,6 +124,10 @@ class StandInRecord:
     def key(self) -> bytes:
         return b"a"
 
+    def timestamp(self) -> tuple[int, int]:
+        """LogAppendTime (type 2), one millisecond per offset from a fixed instant."""
+        return 2, 1_700_000_000_000 + self._offset
+
     def value(self) -> bytes:
         return json.dumps({"seq": self._offset}).encode()
 

@@ -4,6 +4,7 @@
 - :class:`ConsumerConfig` — every setting, from flags and ``POSTBOX_*`` variables, validated.
 - :class:`ConsumerRuntime` / :func:`run` — the loop (``postbox consume MODULE:APP`` on the CLI).
 - :mod:`postbox.consumer.deadletter` — the DLQ record contract and the failure stream.
+- :class:`Observed` — what ``ConsumerRuntime(observer=...)`` is told of each settled record.
 
 See docs/consumer.md.
 """
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from postbox.consumer.handler_errors import Retry
     from postbox.consumer.loader import load_app
     from postbox.consumer.metrics import Metrics
+    from postbox.consumer.observation import Observed, Observer
     from postbox.consumer.runtime import ConsumerRuntime, run
 
 #: Every name, loaded from its module on first use (PEP 562): the incident commands import single
@@ -41,6 +43,8 @@ _LAZY = {
     "Retry": "postbox.consumer.handler_errors",
     "load_app": "postbox.consumer.loader",
     "Metrics": "postbox.consumer.metrics",
+    "Observed": "postbox.consumer.observation",
+    "Observer": "postbox.consumer.observation",
     "ConsumerRuntime": "postbox.consumer.runtime",
     "run": "postbox.consumer.runtime",
 }
@@ -60,6 +64,8 @@ __all__ = [
     "DeadLetters",
     "Failure",
     "Metrics",
+    "Observed",
+    "Observer",
     "Retry",
     "Route",
     "dlq_headers",

@@ -53,6 +53,7 @@ from postbox.consumer.invoke import HandlerFailed, Invoker, Job, Outcome
 from postbox.consumer import tracing
 from postbox.consumer.logs import event_context, log_event
 from postbox.consumer.metrics import Metrics
+from postbox.consumer.observation import Observer, notify, settled_records
 from postbox.consumer.owed_store import OwedStore
 from postbox.consumer.partition_state import PartitionState
 from postbox.consumer.partitions import Partitions
@@ -67,12 +68,14 @@ log = logging.getLogger("postbox.consumer")
 class Item:
     """One record on its way through a batch."""
 
-    __slots__ = ("msg", "tp", "offset", "origin", "event", "route", "ref", "fx", "failure", "exc")
+    __slots__ = ("msg", "tp", "offset", "received", "origin", "event", "route", "ref", "fx", "failure", "exc")
 
-    def __init__(self, msg: Message, tp: tuple[str, int], offset: int) -> None:
+    def __init__(self, msg: Message, tp: tuple[str, int], offset: int, received: float = 0.0) -> None:
         self.msg = msg
         self.tp = tp
         self.offset = offset
+        #: When its batch came out of ``consume()`` (wall clock; for the observer).
+        self.received = received
         self.origin: Origin | None = None
         self.event: Event | None = None
         self.route: Route | None = None
@@ -136,7 +139,7 @@ class Pipeline:
 
     def __init__(self, *, group: str, engine: EffectsEngine, invoker: Invoker, partitions: Partitions, metrics: Metrics,
                  decoder: Decoder, require_durable: bool, on_kafka_error: Callable[[KafkaError], None],
-                 held_limit: int = DEFAULT_HELD_LIMIT, carry_delay_s: float = 0.2) -> None:
+                 held_limit: int = DEFAULT_HELD_LIMIT, carry_delay_s: float = 0.2, observer: Observer | None = None) -> None:
         self.group = group
         self.engine = engine
         self.invoker = invoker
@@ -148,6 +151,8 @@ class Pipeline:
         self.dead_letters: DeadLetters | None = None
         self.held_limit = held_limit
         self.carry_delay_s = carry_delay_s
+        #: Told of each settled batch's finished records (:mod:`postbox.consumer.observation`).
+        self.observer = observer
         #: Records held back by a Redis Cluster node that is down: decoded and handled, they ride
         #: into the next launch ahead of Kafka's records until they apply.
         self._carried: list[Item] = []
@@ -219,6 +224,7 @@ class Pipeline:
         items: list[Item] = []
         append = items.append
         flowing: dict[TopicPartitionKey, bool] = {}  # asked once per partition and batch
+        received = time.time()  # the batch just came out of consume()
         for msg in messages:
             err = msg.error()
             if err is not None:
@@ -229,7 +235,7 @@ class Pipeline:
             if ok is None:
                 ok = flowing[tp] = self.partitions.flowing(tp)
             if ok:
-                append(Item(msg, tp, msg.offset()))  # type: ignore[arg-type]  # likewise
+                append(Item(msg, tp, msg.offset(), received))  # type: ignore[arg-type]  # likewise
         if items:
             self.metrics.batch_size.labels(self.group).observe(len(items))
             topics = {topic for topic, _ in flowing}  # per partition, not per record
@@ -329,6 +335,7 @@ class Pipeline:
         if flight is None:
             return False
         results: list[Verdict] = []
+        applied: Applied | None = None
         if flight.future is not None:
             try:
                 applied = flight.future.result()
@@ -345,6 +352,10 @@ class Pipeline:
                 self._dead_letter(failed, flight.batch, owe=True)
         if log.isEnabledFor(logging.DEBUG):
             log_batch(flight.items, results, flight.batch)
+        if self.observer is not None:
+            now = time.time()
+            acknowledged = applied.ended_ns / 1e9 if applied is not None else now
+            notify(self.observer, settled_records(flight.items, flight.batch, acknowledged, now, _event_id))
         positions = self.partitions.finish(flight.batch)
         self._owe_delivered(flight.items, flight.batch, positions)
         self._save_owed()

@@ -53,6 +53,7 @@ from postbox.consumer.instance import instance_fenced
 from postbox.consumer.invoke import Invoker
 from postbox.consumer.logs import log_context, log_event
 from postbox.consumer.metrics import Metrics
+from postbox.consumer.observation import Observer
 from postbox.consumer.partition_state import PartitionState
 from postbox.consumer.pipeline import Pipeline
 from postbox.consumer.switch_interval import short_switch_interval
@@ -88,7 +89,8 @@ class ConsumerRuntime:
     finishing the batch, committing and leaving the group; otherwise call :meth:`stop`.
     ``kafka_overrides``: extra librdkafka consumer properties. ``assignment``: where the partitions
     come from (default: membership of ``config.group``; :mod:`postbox.consumer.window` for a bounded
-    window run, see :mod:`postbox.consumer.assignment`).
+    window run, see :mod:`postbox.consumer.assignment`). ``observer``: called with the records of
+    each settled batch, their timings and outcomes (:mod:`postbox.consumer.observation`).
     """
 
     def __init__(
@@ -101,6 +103,7 @@ class ConsumerRuntime:
         install_signals: bool = True,
         kafka_overrides: dict[str, Any] | None = None,
         assignment: Assignment | None = None,
+        observer: Observer | None = None,
     ) -> None:
         self.app = app
         self.config = config
@@ -124,7 +127,7 @@ class ConsumerRuntime:
         self.pipeline = Pipeline(group=config.group, engine=engine, invoker=self.invoker, partitions=self.partitions,
                                  metrics=self.metrics, decoder=Decoder(app, None), require_durable=config.require_durable,
                                  on_kafka_error=self._on_kafka_error, held_limit=HELD_PER_BATCH * config.batch_size,
-                                 carry_delay_s=self.backoff.base_s)  # fmt: skip
+                                 carry_delay_s=self.backoff.base_s, observer=observer)  # fmt: skip
         self.partitions.settle = self._settle_for_handover
         self._last_kafka_error = ("", 0.0)
         #: Set when librdkafka reports a refused login or TLS handshake, or that another process
