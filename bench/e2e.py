@@ -17,10 +17,10 @@ the same run, at the same rates, against the same stack (POSTBOX_* settings; the
 
 One consumer process (``ConsumerRuntime``, the consumer defaults unless flags say otherwise, one
 group, both topics, 3 partitions each) applies both paths: a HINCRBY per event with dedupe, in the
-shared Redis (AOF ``appendfsync always``: an acknowledged apply is on disk). It records, per event
-id, the wall-clock time at which ``engine.apply`` returned (the Redis acknowledgement), the
-record's Kafka timestamp, the time its batch came out of ``consume()`` and the ``created_at``
-header. One emitter process (threads, one connection each, open-loop schedule) records per event id
+shared Redis (AOF ``appendfsync always``: an acknowledged apply is on disk). Through the runtime's
+public observer (``ConsumerRuntime(observer=...)``, :mod:`postbox.consumer.observation`) it records,
+per event id, when its batch's apply was acknowledged by Redis, the record's Kafka timestamp, the
+time its batch came out of ``consume()`` and the ``created_at`` header. One emitter process (threads, one connection each, open-loop schedule) records per event id
 the time its COMMIT returned to the application.
 
 **Latency** = apply acknowledged − COMMIT returned, per event (both wall clocks of this machine).
@@ -48,6 +48,10 @@ the relay's poll interval is its latency-versus-load knob. ``cpu_stall`` is the 
 during which some runnable task on the machine waited for a CPU (``/proc/pressure/cpu``): on a
 2-core machine running everything, the latency tail follows it.
 
+At the end it waits until every committed event was observed applied and exits 1 when either
+path counted fewer applied events than were committed (``bench/counting.py``): a bench whose
+observation broke must not pass for a result.
+
 Prints tables, then as its LAST line one JSON object (``cdc_p99_ms_at_1000``,
 ``polling_p99_ms_at_1000``, ``cdc_max_rate``, ``polling_max_rate``, ... ; medians over ``--reps``).
 """
@@ -74,6 +78,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
+sys.path.insert(0, str(BENCH))
+from counting import require_full_counts  # noqa: E402
 POLL_DB = "postbox_bench_polling"
 PATHS = ("cdc", "polling")
 AGGREGATES = 1000
@@ -92,33 +98,38 @@ def log(msg: str) -> None:
 
 
 def consumer_main(pipe: Any, cfg: dict[str, Any], applied: Any) -> None:
-    """Run the consumer runtime in a thread; answer ``dump``/``stop`` on ``pipe``."""
-    from postbox.consumer import App, ConsumerConfig, ConsumerRuntime
+    """Run the consumer runtime in a thread; answer ``dump``/``stop`` on ``pipe``.
+
+    What is measured comes from the runtime's public observer (``ConsumerRuntime(observer=...)``):
+    per settled record its event id, topic, created_at, Kafka timestamp, when its batch came out of
+    ``consume()`` and when Redis acknowledged its apply. ``applied[i]`` counts path ``i``'s records
+    observed as applied (the run's progress and the final count); duplicates are counted apart."""
+    from postbox.consumer import App, ConsumerConfig, ConsumerRuntime, Observed
+    from postbox.consumer.observation import APPLIED, DUPLICATE
     from postbox.effects import aggregate_keys
 
-    paths = {agg: i for i, agg in enumerate(cfg["aggregates"])}
+    paths = {topic: i for i, topic in enumerate(cfg["topics"])}
     lock = threading.Lock()
-    #: event id -> [path index, created_at, kafka timestamp, out of consume(), acknowledged]
-    records: dict[str, list[Any]] = {}
+    #: event id -> (path index, created_at, kafka timestamp, out of consume(), acknowledged)
+    records: dict[str, tuple[int, float | None, float, float, float]] = {}
     duplicates = [0, 0]
+    others = [0]  # dead-lettered (never expected here)
 
-    class BenchRuntime(ConsumerRuntime):
-        """The runtime unchanged; two hooks note when a batch arrived and each record's timestamp."""
-
-        batch_received = 0.0
-
-        def _process(self, messages: list[Any]) -> None:
-            self.batch_received = time.time()
-            super()._process(messages)
-
-        def _prepare(self, item: Any) -> None:
-            super()._prepare(item)
-            event = item.event
-            if event is not None and event.aggregate_type in paths:
-                created = event.created_at.timestamp() if event.created_at is not None else None
-                with lock:
-                    records.setdefault(event.id, [paths[event.aggregate_type], created, item.msg.timestamp()[1] / 1000,
-                                                  self.batch_received, None])
+    def observe(settled: "list[Observed]") -> None:
+        with lock:
+            for o in settled:
+                index = paths.get(o.topic)
+                if index is None or o.event_id is None:
+                    continue
+                if o.outcome == APPLIED:
+                    created = o.created_at.timestamp() if o.created_at is not None else None
+                    kafka_ts = o.kafka_timestamp_ms / 1000 if o.kafka_timestamp_ms is not None else float("nan")
+                    records[o.event_id] = (index, created, kafka_ts, o.batch_received, o.acknowledged)
+                    applied[index] += 1
+                elif o.outcome == DUPLICATE:
+                    duplicates[index] += 1
+                else:
+                    others[0] += 1
 
     app = App(cfg["group"], schemas_dir=cfg["schemas"])
 
@@ -130,26 +141,7 @@ def consumer_main(pipe: Any, cfg: dict[str, Any], applied: Any) -> None:
     flags = {k: cfg[k] for k in ("batch_size", "batch_wait_ms") if cfg.get(k) is not None}
     config = ConsumerConfig.load({}, app=app, group=cfg["group"], topics=",".join(cfg["topics"]),
                                  kafka_bootstrap=cfg["bootstrap"], redis_url=cfg["redis_url"], **flags)
-    runtime = BenchRuntime(app, config, install_signals=False, kafka_overrides=cfg.get("kafka_overrides") or {})
-    engine_apply = runtime.engine.apply
-
-    def timed_apply(events: Any) -> Any:
-        events = list(events)
-        results = engine_apply(events)
-        now = time.time()  # the acknowledgement: appendfsync always answers after the fsync
-        with lock:
-            for (event_id, _fx), result in zip(events, results):
-                rec = records.get(event_id)
-                if rec is None:
-                    continue
-                if result.applied and rec[4] is None:
-                    rec[4] = now
-                    applied[rec[0]] += 1
-                elif result.duplicate:
-                    duplicates[rec[0]] += 1
-        return results
-
-    runtime.engine.apply = timed_apply  # type: ignore[method-assign]
+    runtime = ConsumerRuntime(app, config, install_signals=False, kafka_overrides=cfg.get("kafka_overrides") or {}, observer=observe)
     thread = threading.Thread(target=runtime.run, name="runtime", daemon=True)
     thread.start()
     deadline = time.monotonic() + 90
@@ -161,17 +153,16 @@ def consumer_main(pipe: Any, cfg: dict[str, Any], applied: Any) -> None:
         if cmd[0] == "dump":
             index = cmd[1]
             with lock:
-                done = {k: v for k, v in records.items() if v[0] == index and v[4] is not None}
+                done = {k: v for k, v in records.items() if v[0] == index}
                 for k in done:
                     del records[k]
-                pending = sum(1 for v in records.values() if v[0] == index)
                 dups = duplicates[index]
                 duplicates[index] = 0
-            pipe.send((done, pending, dups))
+            pipe.send((done, 0, dups))
         elif cmd[0] == "stop":
             runtime.stop()
             thread.join(60)
-            pipe.send(("stopped",))
+            pipe.send(("stopped", others[0]))
             return
 
 
@@ -355,6 +346,8 @@ class E2EBench:
         self.poll_dsn = ""
         self.pids: dict[str, int | None] = {}
         self.consumer_config: dict[str, Any] = {}
+        #: Whether a polling path runs (its scratch database is made only then).
+        self.polling = "polling" in args.paths.split(",")
         #: Extra polling variants: path label -> poll interval (ms).
         self.poll_intervals = {f"polling{iv}ms": iv for iv in args.extra_poll_intervals}
 
@@ -376,8 +369,9 @@ class E2EBench:
                                                 config={"message.timestamp.type": "LogAppendTime"}) for t in self.topics])
         for f in futures.values():
             f.result(timeout=30)
-        setup_database(self.admin_url, POLL_DB, app_role=conninfo_to_dict(self.settings.database_url).get("user", "postbox_app"))
-        self.poll_dsn = make_conninfo(self.settings.database_url, dbname=POLL_DB)
+        if self.polling:  # a cdc-only run leaves the scratch database alone
+            setup_database(self.admin_url, POLL_DB, app_role=conninfo_to_dict(self.settings.database_url).get("user", "postbox_app"))
+            self.poll_dsn = make_conninfo(self.settings.database_url, dbname=POLL_DB)
         with psycopg.connect(self.admin_url, autocommit=True) as conn:
             self.versions = {
                 "postgresql": conn.execute("SHOW server_version").fetchone()[0],
@@ -408,7 +402,7 @@ class E2EBench:
         log(f"e2e: consumer group {self.group}, batch_size {self.consumer_config['batch_size']}, "
             f"batch_wait_ms {self.consumer_config['batch_wait_ms']}; topics {', '.join(self.topics)}")
         # Warm-up: the first events of each path (connections, Connect's producer, caches).
-        for path in PATHS:
+        for path in PATHS if self.polling else ("cdc",):
             self.run(path, 100, 2.0, warmup=True)
 
     def _find_pids(self) -> None:
@@ -459,7 +453,14 @@ class E2EBench:
         removed += client.unlink(f"postbox:failures:{self.group}")
         client.close()
         AdminClient({"bootstrap.servers": self.settings.kafka_bootstrap}).delete_topics(list(self.topics))
-        try:  # the polling path's scratch database (recreated by the next run)
+        if self.polling:
+            self._drop_poll_db()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        log(f"e2e: removed {removed} Redis keys and the bench topics")
+
+    def _drop_poll_db(self) -> None:
+        """The polling path's scratch database (recreated by the next run)."""
+        try:
             import psycopg
             from psycopg import sql
 
@@ -467,8 +468,6 @@ class E2EBench:
                 conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(POLL_DB)))
         except Exception as exc:  # noqa: BLE001 - clean-up must not hide the figures
             log(f"e2e: could not drop {POLL_DB}: {exc}")
-        shutil.rmtree(self.tmp, ignore_errors=True)
-        log(f"e2e: removed {removed} Redis keys and the bench topics")
 
     # -- probes --------------------------------------------------------------------------------------
 
@@ -669,6 +668,18 @@ class E2EBench:
         result.why = "; ".join(why)
         return result
 
+    def final_counts(self, timeout: float) -> list[Any]:
+        """Wait (at most ``timeout`` s) until every event either path committed, warm-ups included,
+        was observed applied, then one tally per path: events committed vs applied (late events
+        of an unsustainable probe count here once they land)."""
+        from counting import Tally
+
+        deadline = time.monotonic() + timeout
+        while any(self.applied[i] < self.committed[i] for i in range(2)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        names = ("cdc path", "polling paths")
+        return [Tally(f"e2e {names[i]}: events committed vs observed applied", self.committed[i], self.applied[i]) for i in range(2)]
+
     # -- the max-rate search ----------------------------------------------------------------------------
 
     def search(self, path: str, known: dict[int, RunResult]) -> tuple[int, bool, list[RunResult]]:
@@ -775,6 +786,7 @@ def main() -> None:
     bench = E2EBench(args)
     runs: dict[tuple[str, int], list[RunResult]] = {}
     search: dict[str, tuple[int, bool, list[RunResult]]] = {}
+    tallies: list[Any] = []
     try:
         bench.setup()
         for rep in range(args.reps):
@@ -789,6 +801,7 @@ def main() -> None:
             for path in paths:
                 known = {rate: rs[-1] for (p, rate), rs in runs.items() if p == path}
                 search[path] = bench.search(path, known)
+        tallies = bench.final_counts(max(60.0, args.drain_timeout))
     finally:
         bench.teardown()
 
@@ -887,8 +900,10 @@ def main() -> None:
         figures[f"{path}_max_rate_emitter_bound"] = bound
         figures[f"{path}_probes"] = [{"rate": p.rate, "sustainable": p.sustainable, "p99_ms": round(p.p99, 1) if not math.isnan(p.p99) else None,
                                       "throughput": round(p.throughput), "why": p.why} for p in probes]
+    figures["events_committed_vs_applied"] = {t.what.split(":")[0]: [t.sent, t.counted] for t in tallies}
     figures["elapsed_s"] = round(time.monotonic() - started, 1)
     print(json.dumps(figures, default=str).replace("NaN", "null"))
+    require_full_counts(tallies)  # after the figures: a short count still shows them, and fails the run
 
 
 if __name__ == "__main__":

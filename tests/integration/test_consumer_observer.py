@@ -1,6 +1,6 @@
 """The consumer's observer on the real services: every record of a topic is reported once with its
 outcome — applied, dead-lettered (a handler that always raises) — with its event id, where it was
-read and its Kafka timestamp; the same records delivered again are reported as duplicates. This
+read, its created_at and its Kafka timestamp; the same records delivered again are reported as duplicates. This
 is what the end-to-end bench counts with, so a record applied but not reported would make it
 count short."""
 
@@ -45,6 +45,7 @@ def test_each_record_is_reported_once_with_its_outcome_and_again_as_a_duplicate(
     assert sorted((o.partition, o.offset) for o in first) == [(0, 0), (0, 1), (0, 2), (0, 3), (1, 0), (1, 1), (1, 2)]
     for o in first:
         assert o.topic == topic
+        assert o.created_at is not None and o.created_at.timestamp() <= o.acknowledged
         assert o.kafka_timestamp_ms is not None and o.kafka_timestamp_ms / 1000 >= before - 1
         assert o.kafka_timestamp_ms / 1000 <= o.batch_received + 1 and o.batch_received <= o.acknowledged
     again = seen[7:]

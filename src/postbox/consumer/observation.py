@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from postbox.consumer.batch import Batch, Fate
@@ -42,7 +43,8 @@ class Observed:
     producer's clock on the same machine.
 
     ``event_id``: the event's id (from the ``id`` header when the record could not be decoded;
-    None when it has none). ``kafka_timestamp_ms``: the record's Kafka timestamp (CreateTime or
+    None when it has none). ``created_at``: the event's ``created_at`` header (None when the record
+    has none or could not be decoded). ``kafka_timestamp_ms``: the record's Kafka timestamp (CreateTime or
     LogAppendTime, as the topic says; None when the record has none). ``batch_received``: when
     the batch that brought the record came out of ``consume()``. ``acknowledged``: for an applied
     or duplicate record, when Redis acknowledged the apply of its batch; for a dead-lettered one,
@@ -52,6 +54,7 @@ class Observed:
     topic: str
     partition: int
     offset: int
+    created_at: datetime | None
     kafka_timestamp_ms: int | None
     batch_received: float
     acknowledged: float
@@ -75,7 +78,8 @@ def settled_records(items: Sequence["Item"], batch: Batch, acknowledged: float, 
             continue
         kind, stamp = item.msg.timestamp()
         out.append(Observed(
-            event_id(item), item.tp[0], item.tp[1], item.offset, stamp if kind != 0 else None,  # 0: TIMESTAMP_NOT_AVAILABLE
+            event_id(item), item.tp[0], item.tp[1], item.offset, item.event.created_at if item.event is not None else None,
+            stamp if kind != 0 else None,  # 0: TIMESTAMP_NOT_AVAILABLE
             item.received, settled_at if fate is Fate.DEAD_LETTERED else acknowledged, outcome,
         ))  # fmt: skip
     return out
