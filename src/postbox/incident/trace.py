@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -30,6 +29,7 @@ from postbox.topics import DLQ_SUFFIX, TOPIC_PREFIX, topic_for
 from postbox.ids import parse_event_id  # noqa: F401 - the one event-id rule, re-exported for the CLI
 from postbox.incident.records import RecordView, iso_ms, render, uuid7_time
 from postbox.incident.redis_state import RedisState, human_duration, iso, published_marker_ttls
+from postbox.secret_env import env_source, env_value
 from postbox.settings import Settings
 
 ADMIN_ENV = "POSTBOX_ADMIN_DATABASE_URL"
@@ -56,8 +56,9 @@ def reading_database_url(flag: str | None, app_url: str, local_maint_url: str | 
     if flag:
         return flag, "--database-url"
     for var in (ADMIN_ENV, MAINT_ENV):
-        if os.environ.get(var):
-            return os.environ[var], var
+        url = env_value(var)
+        if url:
+            return url, env_source(var)
     if local_maint_url:
         from urllib.parse import urlsplit
 
