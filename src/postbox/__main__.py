@@ -1,5 +1,5 @@
 """`python -m postbox …`: the CLI without relying on the console script being on PATH."""
 
-from postbox.cli import main
+from postbox.console import main
 
 main()

@@ -460,12 +460,27 @@ class Kafka:
 
     # -- consumer groups ----------------------------------------------------------------------------
     def group_ids(self) -> list[str]:
+        """Every consumer group but the CLI's own. A listing that any broker failed to answer is an
+        error, never the partial list: a group left out would read as a group that does not exist."""
         try:
             future = self.admin.list_consumer_groups(request_timeout=self.timeout)
         except KafkaException as exc:
             raise self.unavailable(exc) from None
         result = self._result(future)
+        if result.errors:
+            raise self._listing_failed(result.errors[0])
         return sorted(g.group_id for g in result.valid if not g.group_id.startswith(CLI_GROUP_PREFIX))
+
+    def _listing_failed(self, failure: Any) -> PostboxError:
+        """The error for a consumer-group listing that came back with errors (a broker that did not
+        answer, a refused cluster Describe), with the fix."""
+        error = failure.args[0] if isinstance(failure, KafkaException) and failure.args else failure
+        if isinstance(error, KafkaError) and error.code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED:
+            return ConfigError(
+                f"listing the consumer groups on Kafka at {self.bootstrap} is not authorized",
+                fix="grant this principal Describe on the cluster (kafka-acls --add --operation Describe --cluster), or name the groups (--group)",
+            )
+        return self.unavailable(KafkaException(error) if isinstance(error, KafkaError) else error)
 
     def committed(self, group: str) -> dict[tuple[str, int], int]:
         """The group's committed offsets {(topic, partition): offset} (no entry where none is committed)."""

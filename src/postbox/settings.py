@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Iterable, Mapping
 from urllib.parse import urlsplit
 
+from postbox.secret_env import env_source, env_value
 from postbox.errors import ConfigError
 from postbox.kafka_config import ENV_VAR as KAFKA_CONFIG_ENV
 from postbox.kafka_config import SET_FLAG, KafkaProperties
@@ -97,8 +98,8 @@ class Settings:
                 values[name], sources[name] = override, "flag"
             elif from_properties and kafka.origin("bootstrap.servers") == SET_FLAG:
                 values[name], sources[name] = from_properties, SET_FLAG
-            elif env.get(var):
-                values[name], sources[name] = env[var], var
+            elif env_value(var, env):
+                values[name], sources[name] = env_value(var, env) or "", env_source(var, env)
             elif from_properties:
                 values[name], sources[name] = from_properties, kafka.origin("bootstrap.servers")
             elif local and local.get(var):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 from prometheus_client import CollectorRegistry, Counter
 
-from postbox.consumer.health import HealthServer, Liveness, Probe
+from postbox.consumer.health import HealthServer, Liveness, Probe, membership_check
 
 
 def _serve(live: Probe, ready: Probe, registry: CollectorRegistry | None = None) -> HealthServer:
@@ -49,3 +49,15 @@ def test_readyz_names_each_failing_check_and_a_raising_check_fails() -> None:
         assert httpx.get(f"{base}/nope").status_code == 404
     finally:
         server.close()
+
+
+def test_a_member_without_partitions_is_ready_once_subscribed_and_not_while_stopping() -> None:
+    state = {"subscribed": False, "stopping": False, "partitions": 0}
+    check = membership_check(lambda: state["subscribed"], lambda: state["stopping"], lambda: state["partitions"])
+    assert check() == (False, "not subscribed yet")
+    state["subscribed"] = True
+    assert check() == (True, "subscribed, 0 partition(s) assigned")
+    state["partitions"] = 3
+    assert check() == (True, "subscribed, 3 partition(s) assigned")
+    state["stopping"] = True
+    assert check() == (False, "shutting down (3 partition(s) assigned)")

@@ -19,8 +19,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "src" / "postbox"
 
 #: Who may import the local stack: the command line, the demo, the test harness, the stack itself.
 STACK_USERS = ("postbox.cli", "postbox.demo", "postbox.testing", "postbox.stack")
-#: Who may import the command line: itself, the package's ``__main__`` and the demo it starts.
-CLI_USERS = ("postbox.cli", "postbox.__main__", "postbox.demo")
+#: Who may import the command line: itself, the console script's entry point, the package's ``__main__`` and the demo it starts.
+CLI_USERS = ("postbox.cli", "postbox.console", "postbox.__main__", "postbox.demo")
 
 
 def module_name(path: Path) -> str:

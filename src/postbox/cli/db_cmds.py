@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
 from typing import Optional
 
@@ -11,6 +10,7 @@ import typer
 from postbox.cli.incident_common import duration
 from postbox.cli.output import Listing, OutputFormat, OutputOpt, console, err_console, output_format, print_json, print_listing
 from postbox.errors import ConfigError
+from postbox.secret_env import env_value
 
 db_app = typer.Typer(help="The outbox in PostgreSQL: setup and retention.", no_args_is_help=True)
 
@@ -23,7 +23,7 @@ def _maint_url(url: Optional[str]) -> str:
     port and the password `postbox up` generated); never a guessed server."""
     from postbox.cli.client_options import local_stack_env
 
-    chosen = url or os.environ.get(MAINT_ENV) or local_stack_env().get(MAINT_ENV)
+    chosen = url or env_value(MAINT_ENV) or local_stack_env().get(MAINT_ENV)
     if not chosen:
         raise ConfigError(
             f"no maintenance database URL: --url is not given, {MAINT_ENV} is not set and there is no local stack here",
@@ -56,14 +56,14 @@ def init(
     """
     from postbox.db import PASSWORD_ENV, init_database
 
-    url = admin_url or os.environ.get(ADMIN_ENV)
+    url = admin_url or env_value(ADMIN_ENV)
     if not url:
         raise typer.BadParameter(f"no admin database URL: pass --admin-url or set {ADMIN_ENV}", param_hint="--admin-url")
     lines = init_database(
         url,
-        app_password=os.environ.get(PASSWORD_ENV["postbox_app"]),
-        cdc_password=os.environ.get(PASSWORD_ENV["postbox_cdc"]),
-        maint_password=os.environ.get(PASSWORD_ENV["postbox_maint"]),
+        app_password=env_value(PASSWORD_ENV["postbox_app"]),
+        cdc_password=env_value(PASSWORD_ENV["postbox_cdc"]),
+        maint_password=env_value(PASSWORD_ENV["postbox_maint"]),
         retention=retention,
         partition_width=_positive(width, "--partition-width"),
         partitions_ahead=_positive(ahead, "--ahead"),

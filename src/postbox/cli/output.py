@@ -70,7 +70,7 @@ class Listing:
 
 
 #: Columns holding identifiers an engineer copies into the next command: never wrapped in a table.
-_WHOLE = frozenset({"ref", "event id", "topic", "to", "dead-lettered", "at"})
+_WHOLE = frozenset({"ref", "event id", "topic", "to", "dead-lettered", "at", "fingerprint"})
 
 
 def print_listing(listing: Listing, fmt: OutputFormat) -> None:

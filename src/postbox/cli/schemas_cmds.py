@@ -7,9 +7,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.table import Table
-
-from postbox.cli.output import console, print_json
+from postbox.cli.output import JsonAliasOpt, Listing, OutputFormat, OutputOpt, console, output_format, print_json, print_listing
 from postbox.topics import topic_for
 
 schemas_app = typer.Typer(help="Avro event schemas: compatibility check, listing, payload classes.", no_args_is_help=True)
@@ -50,9 +48,10 @@ def check(
 @schemas_app.command("list")
 def list_schemas(
     directory: Optional[Path] = DirOption,
-    as_json: bool = typer.Option(False, "--json", help="print the schemas as JSON"),
+    output: Optional[OutputFormat] = OutputOpt,
+    as_json: bool = JsonAliasOpt,
 ) -> int:
-    """Every event schema with its version and CRC-64-AVRO fingerprint."""
+    """Every event schema with its version and CRC-64-AVRO fingerprint (whole when piped: TSV)."""
     from postbox.schemas.repository import SchemaRepository
 
     folder = _folder(directory)
@@ -70,16 +69,15 @@ def list_schemas(
         }
         for s in repo
     ]
-    if as_json:
+    fmt = output_format(output, as_json)
+    if fmt is OutputFormat.json:
         print_json(rows)
         return 0
-    table = Table(title=f"event schemas in {folder}")
-    for column in ("aggregate", "event type", "version", "fingerprint", "fields"):
-        table.add_column(column)
+    listing = Listing(f"event schemas in {folder}", ["aggregate", "event type", "version", "fingerprint", "fields"])
     for r in rows:
         version = f"v{r['version']}" + (" (latest)" if r["latest"] else "")
-        table.add_row(r["aggregate_type"], r["event_type"], version, r["fingerprint"], ", ".join(r["fields"]))
-    console.print(table)
+        listing.add(r["aggregate_type"], r["event_type"], version, r["fingerprint"], ", ".join(r["fields"]))
+    print_listing(listing, fmt)
     return 0
 
 

@@ -4,9 +4,10 @@
   (:meth:`Liveness.beat`); when no turn happened for ``stale_after_s`` (the consumer's
   ``max_poll_interval_ms``: past it Kafka itself gives the partitions away) the answer is 503, so
   an orchestrator restarts a process stuck in a handler or a hung client call.
-- ``/readyz`` — readiness: partitions are assigned, Redis answers a PING, the Kafka cluster answers
-  a metadata request, and the durability check passes (when ``require_durable``). Any failing
-  check is 503; the body names each check and why.
+- ``/readyz`` — readiness, "this process can do its work": the consumer has subscribed and its
+  loop runs (holding partitions or not: a member with none is ready to take some), Redis answers
+  a PING, the Kafka cluster answers a metadata request, and the durability check passes (when
+  ``require_durable``). Any failing check is 503; the body names each check and why.
 - ``/metrics`` — the Prometheus registry (:mod:`postbox.consumer.metrics`).
 
 Bodies are JSON (``{"status": "ok"|"fail", "checks": {name: {"ok": bool, "detail": str}}}``).
@@ -120,12 +121,19 @@ def _json(probe: Probe) -> tuple[int, str, bytes]:
 # -- the consumer's checks ---------------------------------------------------------------------------
 
 
-def partitions_check(count: Callable[[], int]) -> Check:
-    """Ready only with partitions assigned: a member with none consumes nothing."""
+def membership_check(subscribed: Callable[[], bool], stopping: Callable[[], bool], partitions: Callable[[], int]) -> Check:
+    """Ready once the consumer has subscribed and its loop runs, with partitions or without: a
+    member with none (an extra replica, a surge pod of a rolling update, a first deploy before
+    Debezium created the topic) does its work the moment the group hands it some, and a rollout
+    that waited for it to hold partitions would never finish. Not ready while it shuts down."""
 
     def check() -> tuple[bool, str]:
-        n = count()
-        return n > 0, f"{n} partition(s) assigned"
+        n = partitions()
+        if stopping():
+            return False, f"shutting down ({n} partition(s) assigned)"
+        if not subscribed():
+            return False, "not subscribed yet"
+        return True, f"subscribed, {n} partition(s) assigned"
 
     return check
 

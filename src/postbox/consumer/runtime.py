@@ -262,7 +262,7 @@ class ConsumerRuntime:
         """``/metrics``, ``/healthz``, ``/readyz`` on ``metrics_host:metrics_port`` (:mod:`postbox.consumer.health`)."""
         cfg = self.config
         ready = health.Probe({
-            "partitions": health.partitions_check(lambda: len(self.states)),
+            "consumer": health.membership_check(self.ready.is_set, self._stop.is_set, lambda: len(self.states)),
             "redis": health.redis_check(self.redis),
             "kafka": health.kafka_check(self._open_probe_admin),
             "durability": health.durability_check(self.engine, cfg.require_durable),

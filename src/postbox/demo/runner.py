@@ -40,6 +40,7 @@ from postbox.effects import groups
 from postbox.errors import PostboxError
 from postbox.stack.checkout import checkout_root
 from postbox.stack.layout import default_state_dir
+from postbox.secret_env import env_value
 from postbox.settings import ENV_NAMES, Settings
 from postbox.topics import topic_for
 
@@ -165,7 +166,7 @@ class Demo:
     def _stack(self, say: Callable[[str], None]) -> tuple[Settings, str]:
         external = [var for var in ENV_NAMES.values() if os.environ.get(var)]
         bring_up = self.cfg.bring_up if self.cfg.bring_up is not None else not external
-        admin_url = self.cfg.admin_url or os.environ.get("POSTBOX_ADMIN_DATABASE_URL")
+        admin_url = self.cfg.admin_url or env_value("POSTBOX_ADMIN_DATABASE_URL")
         if bring_up:
             from postbox.stack.stack import LocalStack
 

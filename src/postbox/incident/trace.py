@@ -16,20 +16,20 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from postbox.codec import AvroCodec
-from postbox.errors import IncidentError
+from postbox.errors import IncidentError, PostboxError
 from postbox.incident.dlq import DeadLetter
 from postbox.kafka_cluster import Kafka
 from postbox.topics import DLQ_SUFFIX, TOPIC_PREFIX, topic_for
 from postbox.ids import parse_event_id  # noqa: F401 - the one event-id rule, re-exported for the CLI
 from postbox.incident.records import RecordView, iso_ms, render, uuid7_time
 from postbox.incident.redis_state import RedisState, human_duration, iso, published_marker_ttls
+from postbox.secret_env import env_source, env_value
 from postbox.settings import Settings
 
 ADMIN_ENV = "POSTBOX_ADMIN_DATABASE_URL"
@@ -56,8 +56,9 @@ def reading_database_url(flag: str | None, app_url: str, local_maint_url: str | 
     if flag:
         return flag, "--database-url"
     for var in (ADMIN_ENV, MAINT_ENV):
-        if os.environ.get(var):
-            return os.environ[var], var
+        url = env_value(var)
+        if url:
+            return url, env_source(var)
     if local_maint_url:
         from urllib.parse import urlsplit
 
@@ -150,6 +151,8 @@ class Trace:
     verdict: str = ""
     status: str = ""  # applied | dead-lettered | failed | waiting | published | not-published | unknown | partial
     notes: list[str] = field(default_factory=list)
+    #: Why the consumer groups could not be listed (then which group applied it is unknown).
+    groups_error: str | None = None
 
     @property
     def record(self) -> RecordView | None:
@@ -178,6 +181,7 @@ class Trace:
                 "copies": [{"topic": r.topic, "partition": r.partition, "offset": r.offset, "timestamp": r.timestamp} for r in self.records],
             },
             "groups": [g.as_dict() for g in self.groups],
+            "groups_error": self.groups_error,
             "dead_letters": [d.as_dict() for d in self.dead_letters],
             "notes": self.notes,
         }
@@ -273,7 +277,12 @@ def trace_event(
 
     # -- 3. consumer groups ---------------------------------------------------------------------------
     if rec is not None:
-        committed_by_group = kafka.groups_on_topic(rec.topic)
+        try:
+            committed_by_group = kafka.groups_on_topic(rec.topic)
+        except PostboxError as exc:  # the groups asked for by name are still traced
+            committed_by_group = {}
+            trace.groups_error = exc.message + (f" (fix: {exc.fix})" if exc.fix else "")
+            trace.notes.append(f"the consumer groups could not be listed: {trace.groups_error}")
         names = list(groups) if groups else sorted(set(committed_by_group) | {d.group for d in trace.dead_letters if d.group})
         anchors = []
         agg = rec.meta.aggregate_type or aggregate_type
@@ -410,6 +419,10 @@ def _verdict(trace: Trace, marker_ttl: timedelta) -> None:
             trace.verdict += "; the outbox row could not be read with this role"
         return
     place = f"{rec.topic}[{rec.partition}]@{rec.offset}"
+    if trace.groups_error is not None and not trace.groups:
+        trace.status = "unknown"
+        trace.verdict = f"published to {place} at {iso_ms(rec.timestamp_ms)}; applied by: unknown, the consumer groups could not be listed: {trace.groups_error}"
+        return
     if not trace.groups:
         trace.status = "published"
         trace.verdict = f"published to {place} at {iso_ms(rec.timestamp_ms)}; no consumer group has committed offsets on {rec.topic}"

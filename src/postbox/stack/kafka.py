@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import subprocess
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from postbox.errors import StackError
@@ -12,6 +13,21 @@ from postbox.stack.jvm import java_command
 from postbox.stack.layout import StackLayout
 from postbox.stack.processes import ManagedProcess, port_open, port_owner, wait_until
 from postbox.stack.templates import render, write_if_changed
+
+
+#: The ids Kafka's ``Uuid`` reserves (``ZERO_UUID``, ``METADATA_TOPIC_ID``): never a cluster's.
+_RESERVED_IDS = frozenset({bytes(16), bytes(15) + b"\x01"})
+
+
+def new_cluster_id(draw: Callable[[], bytes] = lambda: uuid.uuid4().bytes) -> str:
+    """A KRaft cluster id made as Kafka's ``Uuid.randomUuid()`` makes one: 16 random bytes as
+    unpadded URL-safe base64, drawn again while the text starts with ``-`` (the storage tool, as
+    every command line, would take it for a flag: one draw in 64) or is a reserved id."""
+    while True:
+        raw = draw()
+        text = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+        if not text.startswith("-") and raw not in _RESERVED_IDS:
+            return text
 
 
 class LocalKafka:
@@ -56,7 +72,7 @@ class LocalKafka:
 
     def _format(self) -> None:
         assert self.java is not None
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cluster_id = new_cluster_id()
         argv = java_command(
             self.java, "POSTBOX_KAFKA_TOOL_HEAP", "256m", self.classpath, "kafka.tools.StorageTool",
             "format", "-t", cluster_id, "-c", str(self.config_path), "--standalone",

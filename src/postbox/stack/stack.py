@@ -19,6 +19,7 @@ from typing import Any, Callable
 from postbox.connect_client import ConnectClient, ConnectorFile
 from postbox.connector import connector_status, default_connector_name
 from postbox.database_url import database_url
+from postbox.secret_env import env_value
 from postbox.topic_creation import TopicsConfig, connector_with_topics
 from postbox.errors import StackError
 from postbox.resources import CONNECTOR_TEMPLATE
@@ -288,9 +289,8 @@ def admin_redis_url() -> str:
 
     For administration only (tests, benchmarks); consumers and the CLI use POSTBOX_REDIS_URL.
     """
-    import os
 
-    return os.environ.get("POSTBOX_ADMIN_REDIS_URL") or LocalStack(locate_tools=False).redis.admin_url()
+    return env_value("POSTBOX_ADMIN_REDIS_URL") or LocalStack(locate_tools=False).redis.admin_url()
 
 
 def admin_database_url() -> str:
