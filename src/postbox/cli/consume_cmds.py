@@ -14,6 +14,7 @@ live consumer's, whose port a window run beside it (its pod, its environment) mu
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from typing import Any, Optional
 
@@ -24,6 +25,7 @@ from postbox.cli.client_options import command_settings, export_local_stack_env,
 
 @kafka_client_options
 def consume(
+    ctx: typer.Context,
     app_spec: str = typer.Argument(..., metavar="MODULE:APP", help="e.g. consumers.billing:app (an App or a factory of one)"),
     group: Optional[str] = typer.Option(None, "--group", help="consumer group (POSTBOX_GROUP; default: the App's name)"),
     topics: Optional[str] = typer.Option(None, "--topics", help="comma-separated topics (POSTBOX_TOPICS; default: outbox.event.<aggregate> per handled aggregate)"),
@@ -46,6 +48,10 @@ def consume(
     schemas_dir: Optional[str] = typer.Option(None, "--schemas-dir", help="event schemas folder (POSTBOX_SCHEMAS_DIR; default: the App's, else ./schemas)"),
     client_id: Optional[str] = typer.Option(None, "--client-id", help="Kafka client id (POSTBOX_CLIENT_ID)"),
     instance_id: Optional[str] = typer.Option(None, "--instance-id", help="static group member name (POSTBOX_INSTANCE_ID; default/'auto': <host>-<group>-<index>, unique per host; 'none': a dynamic member)"),
+    workers: Optional[str] = typer.Option(None, "--workers", help="group members to run under one supervisor (POSTBOX_WORKERS, default 1; 'auto': one per core). "
+                                          "Worker i serves --metrics-port PORT+i (one endpoint per worker) under its own instance id (NAME-i, or a per-host default). "
+                                          "The supervisor forwards SIGTERM/SIGINT and restarts a crashed worker with backoff; "
+                                          "a worker exiting 2 or 3, or failing at start 3 times in a row, stops them all with its exit code"),
     check: bool = typer.Option(False, "--check", help="load the app and validate the configuration, print it, and exit"),
     start: Optional[str] = typer.Option(None, "--from", help="with --until: a bounded window run from here — beginning | committed (the group's offsets) | last:N (the last N of EACH partition before --until) | OFFSET | ISO time | duration ago (2h)"),
     until: Optional[str] = typer.Option(None, "--until", help="end of the window (exclusive): OFFSET | ISO time | duration ago | end (the high watermark at start-up), as kcat -o e@ts; never commits the group's offsets"),
@@ -58,6 +64,7 @@ def consume(
     from postbox.consumer.logs import configure
 
     window = _window_specs(start, until, partition, instance_id)  # usage errors first (exit 2)
+    count = _worker_count(workers, window)
     settings = command_settings(kafka_bootstrap=kafka_bootstrap, redis_url=redis_url)
     export_local_stack_env()  # handlers and the durability check read the environment themselves
     app = load_app(app_spec)
@@ -72,6 +79,13 @@ def consume(
         session_timeout_ms=session_timeout_ms, max_poll_interval_ms=max_poll_interval_ms,
         schemas_dir=schemas_dir, client_id=client_id, instance_id=instance_id,
     )  # fmt: skip
+    if count > 1 and not check:
+        from postbox.cli.consume_workers import run_workers
+        from postbox.consumer.reader_schemas import load_reader_codec
+
+        load_reader_codec(app, config)  # a missing schema: one error here, not N workers failing at start
+        configure(config.log_format, config.log_level)
+        return run_workers(ctx, app, config, count)
     config = config.with_default_instance(app.name) if window is None else replace(config, instance_id=DYNAMIC)
     if check:
         from postbox.cli.output import print_json  # here: rich is not imported by a consumer that runs (start-up time is recovery time, #14.3)
@@ -80,12 +94,39 @@ def consume(
         load_reader_codec(app, config)  # a handler's missing schema is a configuration error here too
         print_json({"app": app_spec, "handlers": [f"{r.aggregate_type}/{r.event_type} -> {r.name}" for r in app.routes],
                     "hooks": {"startup": list(app.lifecycle.provided), "shutdown": [h.name for h in app.lifecycle.shutdown]},
-                    "config": config.describe(), "sources": dict(config.sources), "window": window_check(window)})  # fmt: skip
+                    "config": config.describe(), "sources": dict(config.sources), "window": window_check(window),
+                    "workers": count})  # fmt: skip
         return 0
     configure(config.log_format, config.log_level)
     if window is not None:
         return run_window(app, config, settings, *window, force=force)
-    return ConsumerRuntime(app, config).run()
+    return run_member(ConsumerRuntime(app, config))
+
+
+def _worker_count(workers: Optional[str], window: Optional[tuple[Any, Any, Optional[list[int]]]]) -> int:
+    """How many workers ``--workers`` asks for; a window run is one process (usage error otherwise)."""
+    if workers is None and window is not None:
+        return 1  # POSTBOX_WORKERS is the live group's, not a window's (as POSTBOX_METRICS_PORT)
+    from postbox.cli.consume_workers import worker_count
+
+    count = worker_count(workers)
+    if count > 1 and window is not None:
+        raise typer.BadParameter("a window run is one process: it takes no --workers", param_hint="--workers")
+    return count
+
+
+def run_member(runtime: Any) -> int:
+    """Run one group member; a worker of a supervisor also stops when its supervisor is gone
+    (:mod:`postbox.consumer.supervised`) and names its slot in every log line."""
+    from postbox.consumer.logs import log_context
+    from postbox.consumer.supervised import WORKER_INDEX_ENV, supervisor_pid, watch_supervisor
+
+    parent = supervisor_pid()
+    if parent is None:
+        return int(runtime.run())
+    watch_supervisor(parent, runtime.stop)
+    with log_context(worker=os.environ.get(WORKER_INDEX_ENV)):
+        return int(runtime.run())
 
 
 def _window_specs(start: Optional[str], until: Optional[str], partition: Optional[list[int]],
