@@ -187,18 +187,16 @@ def _rich_met_a_closed_stdout(before: tuple[int, int] | None) -> bool:
 
 def main() -> None:
     """Console-script entry point."""
+    from postbox.cli.fatal_lines import json_requested
+
     _register()
     stdout_before = _fd_identity(1)
+    json_lines = json_requested(sys.argv[1:], os.environ)
     try:
         result = app(standalone_mode=False)
         sys.stdout.flush()  # a reader gone after the last write shows here, not at exit
     except (StdoutClosed, BrokenPipeError):
         _stdout_closed()
-    except PostboxError as exc:
-        from postbox.cli.output import print_error
-
-        print_error(exc)
-        sys.exit(1)
     except KeyboardInterrupt:
         sys.exit(130)
     except SystemExit as exc:
@@ -208,12 +206,33 @@ def main() -> None:
     except typer.Abort:
         sys.exit(1)
     except Exception as exc:  # click usage errors arrive here in non-standalone mode
-        usage, clicks = _click_exception_types()
-        if isinstance(exc, usage):
-            exc.show()
-            sys.exit(2)
-        if isinstance(exc, clicks):
-            exc.show()
-            sys.exit(exc.exit_code)
-        raise
+        sys.exit(_report(exc, json_lines))
     sys.exit(result if isinstance(result, int) else 0)
+
+
+def _report(exc: Exception, json_lines: bool) -> int:
+    """Write the error that ended the command; its exit code. A PostboxError is one line and its
+    fix (1), a usage error click's usage text (2). Anything else is a bug and keeps its traceback:
+    re-raised, or with ``json_lines`` (``consume --log-format json``) one JSON line carrying it."""
+    from postbox.cli import fatal_lines
+
+    usage, clicks = _click_exception_types()
+    if isinstance(exc, PostboxError):
+        if not json_lines:
+            from postbox.cli.output import print_error
+
+            print_error(exc)
+        else:
+            fatal_lines.write(exc.message, exit_code=1, fix=exc.fix)
+        return 1
+    if isinstance(exc, clicks):
+        code = 2 if isinstance(exc, usage) else int(getattr(exc, "exit_code", 1))
+        if not json_lines:
+            exc.show()  # type: ignore[attr-defined]
+        else:
+            fatal_lines.write(exc.format_message(), exit_code=code, fix="see postbox consume --help")  # type: ignore[attr-defined]
+        return code
+    if not json_lines:
+        raise exc
+    fatal_lines.write(f"unexpected error: {type(exc).__name__}: {exc}", exit_code=1, exc=exc)
+    return 1

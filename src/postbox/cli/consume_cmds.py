@@ -41,6 +41,7 @@ def consume(
     metrics_host: Optional[str] = typer.Option(None, "--metrics-host", help="Prometheus bind address (POSTBOX_METRICS_HOST, default 127.0.0.1)"),
     log_format: Optional[str] = typer.Option(None, "--log-format", help="text or json (POSTBOX_LOG_FORMAT)"),
     log_level: Optional[str] = typer.Option(None, "--log-level", help="DEBUG, INFO, WARNING, ERROR (POSTBOX_LOG_LEVEL)"),
+    log_stderr: Optional[str] = typer.Option(None, "--log-stderr", help="auto: postbox's stderr handler unless the app installed root handlers; always; never (POSTBOX_LOG_STDERR)"),
     require_durable: Optional[str] = typer.Option(None, "--require-durable", help="true/false: refuse to commit unless Redis is durable (POSTBOX_REQUIRE_DURABLE, default true)"),
     auto_offset_reset: Optional[str] = typer.Option(None, "--auto-offset-reset", help="earliest or latest, for a group without offsets (POSTBOX_AUTO_OFFSET_RESET)"),
     session_timeout_ms: Optional[int] = typer.Option(None, "--session-timeout-ms", help="Kafka session timeout (POSTBOX_SESSION_TIMEOUT_MS, default 45000)"),
@@ -74,7 +75,7 @@ def consume(
         batch_size=batch_size, batch_wait_ms=batch_wait_ms, handler_retries=handler_retries,
         backoff_base_ms=backoff_base_ms, backoff_max_ms=backoff_max_ms, marker_ttl=marker_ttl,
         metrics_port=metrics_port if window is None else metrics_port or 0,  # a window: only its own flag (module docs)
-        metrics_host=metrics_host, log_format=log_format, log_level=log_level,
+        metrics_host=metrics_host, log_format=log_format, log_level=log_level, log_stderr=log_stderr,
         require_durable=require_durable, auto_offset_reset=auto_offset_reset,
         session_timeout_ms=session_timeout_ms, max_poll_interval_ms=max_poll_interval_ms,
         schemas_dir=schemas_dir, client_id=client_id, instance_id=instance_id,
@@ -84,7 +85,7 @@ def consume(
         from postbox.consumer.reader_schemas import load_reader_codec
 
         load_reader_codec(app, config)  # a missing schema: one error here, not N workers failing at start
-        configure(config.log_format, config.log_level)
+        configure(config.log_format, config.log_level, config.log_stderr)
         return run_workers(ctx, app, config, count)
     config = config.with_default_instance(app.name) if window is None else replace(config, instance_id=DYNAMIC)
     if check:
@@ -97,7 +98,7 @@ def consume(
                     "config": config.describe(), "sources": dict(config.sources), "window": window_check(window),
                     "workers": count})  # fmt: skip
         return 0
-    configure(config.log_format, config.log_level)
+    configure(config.log_format, config.log_level, config.log_stderr)
     if window is not None:
         return run_window(app, config, settings, *window, force=force)
     return run_member(ConsumerRuntime(app, config))
@@ -211,7 +212,7 @@ def load_window_app(app_spec: str, group: str, topics: list[str], fallback: list
     chosen = topics or ([] if app.topics() or os.environ.get("POSTBOX_TOPICS") else fallback)
     config = ConsumerConfig.load(app=app, settings=settings, group=group, topics=",".join(chosen) or None, instance_id=DYNAMIC,
                                 metrics_port=0)  # no endpoints: the live consumer beside it may hold the port
-    configure(config.log_format, config.log_level)
+    configure(config.log_format, config.log_level, config.log_stderr)
     return app, with_group_marker_ttl(config)
 
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from postbox.durations import parse_duration as _parse_duration_text
 from postbox import kafka_config
 from postbox.consumer import instance
+from postbox.consumer.logs import LOG_STDERR
 from postbox.effects.engine import DEFAULT_MARKER_TTL
 from postbox.errors import ConfigError
 from postbox.kafka_config import KafkaProperties
@@ -72,6 +73,9 @@ class ConsumerConfig:
     metrics_host: str = "127.0.0.1"
     log_format: str = "text"
     log_level: str = "INFO"
+    #: Where postbox writes log lines: ``auto`` (its stderr handler unless the app installed
+    #: handlers on the root logger), ``always`` (beside the app's), ``never`` (the app's only).
+    log_stderr: str = "auto"
     #: Refuse to commit offsets unless Redis acknowledges durably (AOF fsync / WAITAOF).
     require_durable: bool = True
     #: Also read dedupe markers of the layout before the marker identity change (upgrade
@@ -178,6 +182,8 @@ class ConsumerConfig:
             self._fail("log_format", self.log_format, " or ".join(LOG_FORMATS))
         if self.log_level not in LOG_LEVELS:
             self._fail("log_level", self.log_level, ", ".join(LOG_LEVELS))
+        if self.log_stderr not in LOG_STDERR:
+            self._fail("log_stderr", self.log_stderr, ", ".join(LOG_STDERR))
         if self.auto_offset_reset not in OFFSET_RESETS:
             self._fail("auto_offset_reset", self.auto_offset_reset, " or ".join(OFFSET_RESETS))
         if self.instance_id is not None and self.instance_id != instance.DYNAMIC and not instance.is_valid(self.instance_id):
@@ -286,7 +292,7 @@ def _convert(name: str, raw: Any, source: str) -> Any:
             return parse_bool(raw)
         if name == "schemas_dir":
             return Path(raw).expanduser()
-        if name in ("log_format", "auto_offset_reset"):
+        if name in ("log_format", "log_stderr", "auto_offset_reset"):
             return str(raw).strip().lower()
         if name == "log_level":
             return str(raw).strip().upper()

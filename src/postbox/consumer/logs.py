@@ -10,7 +10,8 @@ by postbox's loggers *and by any other logger*, a handler's ``logging.getLogger(
 included — carries them. The runtime binds the group for its whole run and, around each handler
 call, the event's fields (:func:`event_fields`: topic, partition, offset, event id, event type,
 trace id). :func:`configure` sends every logger of the process (the root logger) to stderr in the
-chosen format, so a handler's own lines are neither dropped nor printed in another format.
+chosen format, so a handler's own lines are neither dropped nor printed in another format; the
+handlers an app installed itself keep receiving every line, with the fields as record attributes.
 """
 
 from __future__ import annotations
@@ -97,11 +98,18 @@ def trace_id_of(traceparent: str | None) -> str | None:
 
 
 class ContextFilter(logging.Filter):
-    """Copies the log context onto each record when it is written (in the writing thread/task)."""
+    """Copies the log context onto each record when it is written (in the writing thread/task):
+    whole, for postbox's formatters, and field by field as record attributes (``event_id``,
+    ``group``...) where the record has no attribute of that name, so an app's own formatter
+    (``%(event_id)s``, a JSON formatter that prints extras) sees them too."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if not hasattr(record, _CONTEXT):
-            setattr(record, _CONTEXT, current_context())
+            context = current_context()
+            setattr(record, _CONTEXT, context)
+            for name, value in context.items():
+                if not hasattr(record, name):
+                    setattr(record, name, value)
         return True
 
 
@@ -129,6 +137,15 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(data, default=str, ensure_ascii=False)
 
 
+def json_line(logger_name: str, level: int, msg: str, exc: BaseException | None = None, **fields: Any) -> str:
+    """One line as :class:`JsonFormatter` writes it, for a line written outside logging (the fatal
+    error of a command whose logs are JSON: :mod:`postbox.cli.fatal_lines`)."""
+    exc_info = (type(exc), exc, exc.__traceback__) if exc is not None else None
+    record = logging.LogRecord(logger_name, level, "", 0, msg, None, exc_info)
+    setattr(record, _FIELDS, fields)
+    return JsonFormatter().format(record)
+
+
 class TextFormatter(logging.Formatter):
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)-7s %(name)s: %(message)s")
@@ -148,19 +165,39 @@ def _short(value: Any) -> str:
     return text if len(text) <= 300 else text[:297] + "..."
 
 
-def configure(log_format: str = "text", level: str = "INFO") -> None:
-    """Send every logger of the process to stderr in ``log_format`` at ``level`` (replaces the
-    root logger's handlers): postbox's lines and a handler's own, each with the log context."""
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
-    handler.addFilter(ContextFilter())
+#: ``log_stderr`` values: ``auto`` adds postbox's stderr handler only when the app configured no
+#: handler on the root logger; ``always`` adds it beside the app's; ``never`` leaves logging to the app.
+LOG_STDERR = ("auto", "always", "never")
+
+
+class _PostboxStderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """postbox's own stderr handler: told apart from the app's, so a second :func:`configure`
+    (a window run after a check, a test) replaces it instead of adding another."""
+
+
+def configure(log_format: str = "text", level: str = "INFO", stderr: str = "auto") -> None:
+    """Route every logger of the process (the root logger) so postbox's lines and a handler's own
+    carry the log context, without taking logging away from the app.
+
+    The handlers the app installed on the root logger stay and get the context fields (as record
+    attributes, see :class:`ContextFilter`); postbox's stderr handler in ``log_format`` is added
+    per ``stderr`` (:data:`LOG_STDERR`). ``level`` is the root logger's level (``--log-level``
+    means it, whoever installed the handlers)."""
+    if stderr not in LOG_STDERR:
+        raise ValueError(f"log_stderr must be one of {', '.join(LOG_STDERR)}, not {stderr!r}")
     root = logging.getLogger()
-    for old in list(root.handlers):
+    for old in [h for h in root.handlers if isinstance(h, _PostboxStderr)]:
         root.removeHandler(old)
-    root.addHandler(handler)
+    app_handlers = list(root.handlers)
+    for handler in app_handlers:
+        if not any(isinstance(f, ContextFilter) for f in handler.filters):
+            handler.addFilter(ContextFilter())
+    if stderr == "always" or (stderr == "auto" and not app_handlers):
+        ours = _PostboxStderr(sys.stderr)
+        ours.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
+        ours.addFilter(ContextFilter())
+        root.addHandler(ours)
     root.setLevel(level)
-    ours = logging.getLogger("postbox")
-    for old in list(ours.handlers):
-        ours.removeHandler(old)
-    ours.setLevel(logging.NOTSET)
-    ours.propagate = True
+    library = logging.getLogger("postbox")
+    library.setLevel(logging.NOTSET)
+    library.propagate = True
