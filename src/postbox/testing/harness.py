@@ -1,39 +1,5 @@
-"""Test your consumer handlers against a real Redis, without Kafka.
-
-A handler is ``handler(event, fx) -> None``: it reads the :class:`~postbox.events.Event` and
-describes its Redis changes on ``fx`` (an :class:`~postbox.effects.Effects`), sync or ``async def``.
-The harness runs it the way the runtime does (:mod:`postbox.consumer.invoke`: async handlers to
-completion on the harness's own event loop, a returned value refused by name),
-applies the effects through the same engine and Lua script the consumer runtime uses, and lets
-you look at the keys::
-
-    from postbox.testing import EffectsHarness, make_event
-
-    def test_paid_order_counts_once():
-        with EffectsHarness() as h:                          # POSTBOX_REDIS_URL, else the local stack
-            event = make_event("OrderPaid", {"cents": 500}, aggregate_type="order", aggregate_id="42")
-            assert h.deliver(on_order_paid, event).applied
-            assert h.deliver(on_order_paid, event).duplicate  # redelivery: applied once
-            assert h.redis.hget("{order:42}:totals", "paid_cents") == b"500"
-
-Test events are held to their schemas as production holds them (:mod:`postbox.consumer.emulated`):
-a payload that emit would refuse (a missing field, a misspelt key, a wrong type) fails the test
-with a :class:`~postbox.errors.PayloadError` naming the field, and the handler gets the payload the
-consumer would give it (decoded into the app's reader schema: timestamps as UTC datetimes, defaults
-filled). An :class:`~postbox.consumer.App` passes the consumer's start-up checks first (a typed
-handler's payload class against its schema). The schemas are the app's ``schemas_dir``, else
-``POSTBOX_SCHEMAS_DIR``, else ``./schemas``; events of types with no schema pass as they are.
-
-Hash slots follow the deployment the harness is told about: ``EffectsHarness(cluster=True)`` holds
-every event's effect keys to Redis Cluster's rule (one slot: its routing tag's) even on a single
-Redis, so a handler that passes is cluster-ready; by default the rule applies when the harness's
-Redis is a Cluster (``redis+cluster://``), as in the consumer. Failed effects raise. The dedupe
-marker is the runtime's: a function of the group and the event, whatever the handler returns.
-Leaving the ``with`` block deletes every key the delivered effects touched, plus the markers and
-failure streams of its (unique) consumer group.
-
-:func:`effects_of` runs a handler without Redis at all and returns what it described.
-"""
+"""The effects harness: handlers run as the runtime runs them, effects applied to a real Redis
+(the guide is the package's docstring, :mod:`postbox.testing`)."""
 
 from __future__ import annotations
 
