@@ -24,6 +24,13 @@ WORKER = textwrap.dedent("""
     (folder / f"started-{index}-{run}").write_text(str(os.getpid()))
     if mode.startswith("exit"):
         sys.exit(int(mode[4:]))
+    if mode == "starting":  # still importing: no handler yet, a signal ends it the default way
+        while True:
+            time.sleep(0.02)
+    if mode == "deaf":  # a worker that does not stop on SIGTERM
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        while True:
+            time.sleep(0.02)
     def stop(signum, frame):
         (folder / f"stopped-{index}-{run}").write_text(signal.Signals(signum).name)
         sys.exit(0)
@@ -108,3 +115,34 @@ def test_sigint_to_the_supervisor_is_forwarded_to_every_worker_as_sigint(tmp_pat
     helper.join(5)
     assert code == 0
     assert [(tmp_path / f"stopped-{i}-0").read_text() for i in range(2)] == ["SIGINT", "SIGINT"]
+
+
+def test_a_worker_stopped_by_the_forwarded_signal_before_its_handler_counts_as_a_clean_stop(tmp_path):
+    """A worker SIGTERMed while it is still starting (a restart in progress when the deploy stops
+    the pod) dies of the signal before it consumed anything: nothing to commit, a clean stop, so
+    the supervisor exits 0 (it exited 143, read as a failure by the orchestrator)."""
+
+    def scenario() -> None:
+        _wait(tmp_path / "started-0-0")
+        _wait(tmp_path / "started-1-0")
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    helper = _in_background(scenario)
+    code = _supervisor(tmp_path, ["run", "starting"]).run()
+    helper.join(5)
+    assert code == 0
+    assert (tmp_path / "stopped-0-0").read_text() == "SIGTERM"
+
+
+def test_a_worker_killed_by_another_signal_while_stopping_is_still_a_failure(tmp_path):
+    def scenario() -> None:
+        _wait(tmp_path / "started-1-0")
+        pid = int(_wait(tmp_path / "started-0-0"))
+        os.kill(os.getpid(), signal.SIGTERM)  # forwarded; the deaf worker stays ...
+        time.sleep(0.5)
+        os.kill(pid, signal.SIGKILL)  # ... until it is killed outright: not a clean stop
+
+    helper = _in_background(scenario)
+    code = _supervisor(tmp_path, ["deaf", "run"]).run()
+    helper.join(5)
+    assert code == 128 + signal.SIGKILL

@@ -131,6 +131,13 @@ class Supervisor:
         returncode, pid = worker.process.returncode, worker.process.pid
         worker.process, worker.returncode = None, returncode
         if self.stopping:
+            if -returncode in self._signals:
+                # Ended by the stop signal itself: it came before the worker's runtime installed its
+                # handler (the first thing its run does), so it had consumed nothing to commit.
+                worker.returncode = 0
+                log_event(log, logging.INFO, "worker stopped before it started consuming", worker=worker.index, pid=pid,
+                          exit=describe_exit(returncode))  # fmt: skip
+                return
             level = logging.INFO if returncode == 0 else logging.WARNING
             log_event(log, level, "worker stopped", worker=worker.index, pid=pid, exit=describe_exit(returncode))
             return
