@@ -69,6 +69,7 @@ from postbox.consumer.dlq_record import (  # noqa: F401 - the contract's names, 
 )
 from postbox.kafka_config import KafkaProperties
 from postbox.effects import EffectsEngine, EventRef
+from postbox.safe_text import safe_text
 from postbox.effects.redis_errors import transient_reason
 from postbox.redis_client import login_error
 from postbox.errors import DeadLetterError, TransientEffectError
@@ -283,6 +284,9 @@ class DeadLetters:
             if not isinstance(exc, redis.ResponseError):
                 raise
             log.error("failure-stream XADD refused (%s); the DLQ record is the complete record", exc)
+        except Exception as exc:  # noqa: BLE001 - what one record's data does here must not stop the loop
+            log.error("failure-stream XADD failed (%s: %s); the DLQ record is the complete record",
+                      type(exc).__name__, safe_text(str(exc)))  # fmt: skip
 
     def close(self, timeout: float = 10.0) -> None:
         self.producer.flush(timeout)

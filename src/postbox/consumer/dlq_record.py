@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
+from postbox.safe_text import safe_text
 from postbox.topics import DLQ_SUFFIX
 
 #: Every header postbox adds to a dead letter starts with this; replay strips them all.
@@ -70,13 +71,18 @@ class Failure:
     #: sending it again (see Pipeline._owe_delivered).
     delivered: bool = False
 
+    def __post_init__(self) -> None:
+        # The error may quote the event's data: made writable as UTF-8 once, here (postbox.safe_text).
+        object.__setattr__(self, "error", safe_text(str(self.error)))
+
 
 def dlq_topic(origin: str) -> str:
     return origin + DLQ_SUFFIX
 
 
 def one_line(text: str, limit: int = MAX_ERROR_CHARS) -> str:
-    flat = " ".join(str(text).split())
+    """``text`` on one line, at most ``limit`` characters, writable as UTF-8."""
+    flat = " ".join(safe_text(str(text)).split())
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 

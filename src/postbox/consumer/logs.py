@@ -26,6 +26,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from postbox.events import Event
+from postbox.safe_text import safe_text
 
 _FIELDS = "postbox_fields"
 _CONTEXT = "postbox_context"
@@ -134,7 +135,7 @@ class JsonFormatter(logging.Formatter):
         data.update(_fields_of(record))
         if record.exc_info:
             data["exc"] = self.formatException(record.exc_info)
-        return json.dumps(data, default=str, ensure_ascii=False)
+        return safe_text(json.dumps(data, default=str, ensure_ascii=False))  # a lone surrogate: its JSON escape
 
 
 def json_line(logger_name: str, level: int, msg: str, exc: BaseException | None = None, **fields: Any) -> str:
@@ -155,7 +156,7 @@ class TextFormatter(logging.Formatter):
         fields = _fields_of(record)
         if fields:
             line += " " + " ".join(f"{k}={_short(v)}" for k, v in fields.items())
-        return line
+        return safe_text(line)
 
 
 def _short(value: Any) -> str:
