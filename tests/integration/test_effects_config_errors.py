@@ -102,3 +102,29 @@ def test_consumer_exits_3_committing_and_dead_lettering_nothing(settings, redis_
     finally:
         proc.close()
         redis_client.delete(f"{{{agg}:x{unique}}}:seq", f"{{{agg}:x{unique}}}:count")
+
+
+@pytest.mark.parametrize("how", ["raise", "reply"])
+@pytest.mark.parametrize("data", ["NOPERM sku-7", "sku can't run this command", "can't access at least one of the keys",
+                                  "No permissions to ship", "not allowed from script"])  # fmt: skip
+def test_a_functions_error_quoting_data_like_a_refusal_is_the_events_failure(consumer_user, redis_client, unique, data, how) -> None:
+    """An out-of-stock error quoting a SKU that reads like Redis's refusal texts: a failure of its
+    event (dead-lettered by the consumer), not a deployment error that stops the consumer on every
+    restart (the script searched the whole failure text for those phrases)."""
+    engine = EffectsEngine(consumer_user, f"cfg-{unique}", functions_dir=FUNCTIONS)
+    k = aggregate_keys("cfg", unique)
+    ref = EventRef.for_aggregate(str(uuid.uuid4()), "cfg", unique)
+    after = EventRef.for_aggregate(str(uuid.uuid4()), "cfg", unique)
+    failed, ok = engine.apply([(ref, Effects().call("quoting_data", keys=[k("fn")], args=[data, how])),
+                               (after, Effects().incrby(k("n"), 1))])  # fmt: skip
+    assert failed.outcome is Outcome.FAILED and f"out of stock: {data}" in failed.error
+    assert ok.applied and not redis_client.exists(k("fn"))  # the failed event is undone
+    redis_client.delete(k("n"), engine.failures_key(ref))
+
+
+def test_a_refusal_the_function_hides_behind_its_own_message_is_still_the_deployments(consumer_user, redis_client, unique) -> None:
+    engine = EffectsEngine(consumer_user, f"cfg-{unique}", functions_dir=FUNCTIONS)
+    ref = EventRef.for_aggregate(str(uuid.uuid4()), "cfg", unique)
+    with pytest.raises(EffectConfigError):
+        engine.apply_one(ref, Effects().call("hides_refusal", keys=[f"{{cfg:{unique}}}:k"]))
+    assert not redis_client.exists(engine.marker_key(ref))

@@ -25,7 +25,7 @@ def test_functions_are_wrapped_and_errors_mapped_to_files(tmp_path) -> None:
     assert script.functions == {"alpha", "beta"}
     lines = script.source.splitlines()
     first_beta = next(first for first, _last, path in script.spans if path.name == "beta.lua")
-    assert lines[first_beta - 2] == 'EFFECT_FUNCTIONS["beta"] = function(KEYS, ARGV)'
+    assert lines[first_beta - 2] == 'EFFECT_FUNCTIONS["beta"] = function(KEYS, ARGV, redis)'  # redis: the noting wrapper
     assert lines[first_beta + 1] == "return KEYS[1]"
     explained = script.explain(f"ERR user_script:{first_beta + 2}: boom")
     assert explained.startswith(f"{tmp_path / 'beta.lua'}:3:")

@@ -5,8 +5,11 @@ Redis Functions: a script cannot call FCALL ("This Redis command is not allowed 
 the effect function has to run inside the same atomic execution as the dedupe check, the other
 effects, the undo and the marker. So each ``consumers/lua/<name>.lua`` file — trusted source from
 the repository, written like an EVAL script body that reads ``KEYS`` and ``ARGV`` — is wrapped as
-``EFFECT_FUNCTIONS["<name>"] = function(KEYS, ARGV) ... end`` at the script's marker line. Event
-data still reaches it only through ARGV. The script's SHA1 therefore depends on the set of
+``EFFECT_FUNCTIONS["<name>"] = function(KEYS, ARGV, redis) ... end`` at the script's marker line. Event
+data still reaches it only through ARGV. Its ``redis`` is the server's with each refusal of the
+deployment (an ACL denial, a command scripts may not run) noted where it happens, so a failure is
+classified by its source and never by the text the function raises, which may quote event data.
+The script's SHA1 therefore depends on the set of
 functions; every consumer of a deployment loads the same files, so they share one cached script.
 
 Loading is EVALSHA first; NOSCRIPT (empty script cache after a restart, failover or SCRIPT FLUSH)
@@ -73,7 +76,7 @@ def build_script(functions_dir: Path | None) -> ApplyScript:
         body = path.read_text(encoding="utf-8")
         if not body.endswith("\n"):
             body += "\n"
-        parts.append(f'EFFECT_FUNCTIONS["{name}"] = function(KEYS, ARGV)\n{body}end\n')
+        parts.append(f'EFFECT_FUNCTIONS["{name}"] = function(KEYS, ARGV, redis)\n{body}end\n')
         spans.append((line + 1, line + body.count("\n"), path))
         line += body.count("\n") + 2
         names.append(name)

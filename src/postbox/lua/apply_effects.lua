@@ -95,6 +95,48 @@ local function error_text(err)
     return tostring(err)
 end
 
+-- Redis's own refusal texts that say the deployment is wrong, not the event's data (Redis 7.0: "The
+-- user executing the script can't run this command..." / "...can't access at least one of the
+-- keys..."; 7.2+: "NOPERM ..."; a command scripts may not run). Only ever matched against an error
+-- reply the server itself gave (redis.pcall's), never against a user function's own message,
+-- which may quote the event's data.
+local CONFIG_ERRORS = {
+    "^NOPERM", "can't run this command", "can't access at least one of the keys",
+    "[Nn]o permissions to", "not allowed from script",
+}
+
+local function is_config_error(message)
+    for i = 1, #CONFIG_ERRORS do
+        if string.find(message, CONFIG_ERRORS[i]) then
+            return true
+        end
+    end
+    return false
+end
+
+-- What a user function sees as `redis`: the server's, except that a call the server refuses for
+-- the deployment is noted where it happens (user_refused), so the failure is classified by its
+-- source, whatever text the function then raises or returns.
+local user_refused = false
+local function noting(reply)
+    if is_error(reply) and is_config_error(tostring(reply.err)) then
+        user_refused = true
+    end
+    return reply
+end
+local USER_REDIS = setmetatable({
+    call = function(...)
+        local reply = noting(redis.pcall(...))
+        if is_error(reply) then
+            error(reply)
+        end
+        return reply
+    end,
+    pcall = function(...)
+        return noting(redis.pcall(...))
+    end,
+}, { __index = redis })
+
 -- An absolute expiry in ms since the epoch (0 when the key has none or is absent).
 local function expire_at(key)
     local at = redis.call("PEXPIRETIME", key)
@@ -452,9 +494,13 @@ OPS.call = function(k, nk, a, n)
     if not fn then
         return { err = "ERR unknown effect function '" .. name .. "' (not in consumers/lua/)" }
     end
-    local ok, reply = pcall(fn, { unpack(KEYS, k, k + nk - 1) }, argv_list(a + 1, n - 1))
+    user_refused = false
+    local ok, reply = pcall(fn, { unpack(KEYS, k, k + nk - 1) }, argv_list(a + 1, n - 1), USER_REDIS)
     if not ok then
-        return { err = error_text(reply) }
+        return { err = error_text(reply), refused = user_refused }
+    end
+    if is_error(reply) then
+        return { err = reply.err, refused = user_refused }
     end
     return reply
 end
@@ -491,23 +537,6 @@ local failures_per_event = ARGV[8] == "1"
 local shapes = {}
 for s = 1, tonumber(ARGV[9]) do
     shapes[s] = parse_shape(ARGV[9 + s])
-end
-
--- Error texts that say the deployment is wrong, not the event's data (Redis 7.0: "The user executing
--- the script can't run this command..." / "...can't access at least one of the keys..."; 7.2+:
--- "NOPERM ..."; a user function calling a command scripts may not run).
-local CONFIG_ERRORS = {
-    "^NOPERM", "can't run this command", "can't access at least one of the keys",
-    "[Nn]o permissions to", "not allowed from script",
-}
-
-local function is_config_error(message)
-    for i = 1, #CONFIG_ERRORS do
-        if string.find(message, CONFIG_ERRORS[i]) then
-            return true
-        end
-    end
-    return false
 end
 
 -- The failure record: event id, group, the failing command (0-based index into the event's
@@ -590,7 +619,8 @@ local function run_command(op, k, nk, a, n, last, undo, covered, trims)
 end
 
 -- Run an event's commands (keys from KEYS[k], arguments from ARGV[a]). nil when all succeeded
--- (stream trims done); else { command_number, op, error, undo_error or false }, undone.
+-- (stream trims done); else { command_number, op, error, undo_error or false, refused by the
+-- deployment }, undone.
 local function run_event(shape, k, a)
     local undo, covered, trims = {}, {}, {}
     for c = 1, shape.count do
@@ -602,7 +632,12 @@ local function run_event(shape, k, a)
                     undo[i]()
                 end
             end)
-            return { c, op, reply.err, (not ok) and error_text(undo_err) }
+            -- by its source: a user function's own message never decides (see USER_REDIS)
+            local refused = reply.refused
+            if refused == nil then
+                refused = is_config_error(tostring(reply.err))
+            end
+            return { c, op, reply.err, (not ok) and error_text(undo_err), refused }
         end
         k, a = k + nk, a + n
     end
@@ -660,7 +695,7 @@ for e = 1, event_count do
             redis.call("DEL", marker) -- the event did not take effect: no marker either
         end
         local number, op, message, undo_err = failed[1], failed[2], failed[3], failed[4]
-        if not undo_err and is_config_error(message) then
+        if not undo_err and failed[5] then
             codes[e] = 5
             add_details(details, number, op, message, "")
             return { codes, details }
