@@ -46,13 +46,27 @@ ENV_NAMES = {
 }
 
 
+#: Parameters that carry a password: redis-py's and libpq's ``password``, libpq's ``sslpassword``.
+_SECRET_PARAMS = ("password", "sslpassword")
+_QUERY_SECRET = re.compile(r"(^|&)(" + "|".join(_SECRET_PARAMS) + r")=[^&#]*")
+#: A key=value DSN's value: a quoted one (backslash escapes) or a word.
+_DSN_SECRET = re.compile(r"(\b(?:" + "|".join(_SECRET_PARAMS) + r")\s*=\s*)(?:'(?:[^'\\]|\\.)*'|\S+)")
+
+
 def redact_url(url: str) -> str:
-    """The URL with its password replaced by ***, for anything printed or logged."""
+    """The URL (or a libpq key=value DSN) with every password replaced by ***, for anything
+    printed or logged: the URL's own (``user:PASSWORD@``) and the parameters that carry one
+    (``?password=``, ``?sslpassword=``; ``password=`` in a DSN), which redis-py and libpq accept."""
+    if "://" not in url:
+        return _DSN_SECRET.sub(r"\1***", url)
     parts = urlsplit(url)
-    if not parts.password:
+    netloc = parts.netloc
+    if parts.password:
+        netloc = netloc.replace(f":{parts.password}@", ":***@", 1)
+    query = _QUERY_SECRET.sub(r"\1\2=***", parts.query)
+    if netloc == parts.netloc and query == parts.query:
         return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return parts._replace(netloc=netloc).geturl()
+    return parts._replace(netloc=netloc, query=query).geturl()
 
 
 @dataclass(frozen=True, repr=False)
