@@ -408,3 +408,19 @@ def test_a_mixed_batch_reports_every_event_by_its_own_shape(own_client: redis.Re
     ]  # fmt: skip
     recorded = own_client.xrange(engine.failures_key(first))
     assert [(f[b"event"].decode(), f[b"command_index"]) for _id, f in recorded] == [(bad_second.id, b"1"), (bad_first.id, b"0")]
+
+
+@pytest.mark.parametrize("prior", [b"5", None])
+def test_an_undone_incrby_keeps_the_keys_ttl(engine: EffectsEngine, own_client: redis.Redis, tag: str, prior: bytes | None) -> None:
+    """A fixed example of the all-or-nothing property for INCRBY's undo: the counter had a TTL, a
+    later command of the event fails (WRONGTYPE), the undo restores the value *and* the expiry (a
+    SET without KEEPTTL strips it; a counter that did not exist is deleted again)."""
+    counter, text = f"{tag}:n", f"{tag}:str"
+    own_client.set(text, "not a set")
+    if prior is not None:
+        own_client.set(counter, prior, px=600_000)
+    expiry = own_client.pexpiretime(counter)
+    (result,) = engine.apply([(ref(tag), Effects().incrby(counter, 3).sadd(text, "m"))])
+    assert result.outcome is Outcome.FAILED and result.error.startswith("WRONGTYPE")
+    assert own_client.get(counter) == prior
+    assert own_client.pexpiretime(counter) == expiry  # -2 (absent) stays -2; an absolute expiry is kept to the ms
