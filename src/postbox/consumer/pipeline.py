@@ -322,7 +322,7 @@ class Pipeline:
             durability = self.engine.durability()
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             raise TransientEffectError(f"Redis unreachable: {exc}", reason="connection") from exc
-        if not durability.durable and (self.require_durable or durability.evicting):
+        if not durability.durable and self.require_durable:
             raise TransientEffectError(f"Redis is {durability}", reason="not-durable")
         return Applied(results, started_ns, time.time_ns())
 

@@ -391,10 +391,10 @@ class ConsumerRuntime:
                 if self._stop.wait(delay):
                     raise Stopped() from None
         if not durability.durable:
-            if self.config.require_durable or durability.evicting:
+            if self.config.require_durable:
                 raise ConfigError(
                     f"Redis at {redact_url(self.config.redis_url)} is {durability}",
-                    fix=durability.fix or "set appendonly yes and appendfsync always (or use Redis 7.2+ for WAITAOF), "
+                    fix="set appendonly yes and appendfsync always (or use Redis 7.2+ for WAITAOF), "
                     "or accept possible double application after a Redis crash with --require-durable false",
                 )
             log_event(log, logging.WARNING, "Redis is not durable: a Redis crash can lose acknowledged effects and markers", reason=durability.reason)

@@ -15,10 +15,6 @@ Redis replies to a write before or after writing it to disk depending on configu
   a crash, and with them the dedupe markers, so redelivered events would apply twice.
   → ``durable=False``; the runtime warns.
 
-A server that can evict keys (``maxmemory-policy`` other than ``noeviction``,
-:mod:`postbox.effects.eviction`) is not durable either, whatever its AOF: eviction drops markers
-while the server runs. → ``durable=False, evicting=True``.
-
 WAITAOF is detected by asking the server (``WAITAOF 0 0 0``), not by version number. Replication is not
 considered: surviving a failover to a replica needs ``WAIT``/``WAITAOF`` with replicas, which is
 out of this module's scope.
@@ -33,9 +29,6 @@ import os
 
 import redis
 
-from postbox.effects.eviction import FIX as EVICTION_FIX
-from postbox.effects.eviction import read_eviction
-
 Method = Literal["appendfsync-always", "waitaof", "none"]
 
 
@@ -46,11 +39,6 @@ class Durability:
     durable: bool
     method: Method
     reason: str
-    #: What to change on the server, when the verdict names a setting to change.
-    fix: str | None = None
-    #: The server can evict keys (markers first): refused even by a consumer that accepts the
-    #: crash window of a lazy fsync, and a failing doctor check.
-    evicting: bool = False
 
     def __str__(self) -> str:
         return f"{'durable' if self.durable else 'NOT durable'} ({self.method}): {self.reason}"
@@ -63,7 +51,7 @@ def check_durability(client: "redis.Redis | redis.RedisCluster") -> Durability:
         verdicts = [(n.name, check_server(client.get_redis_connection(n))) for n in nodes]
         for name, verdict in verdicts:
             if not verdict.durable:
-                return Durability(False, "none", f"{name}: {verdict.reason}", verdict.fix, verdict.evicting)
+                return Durability(False, "none", f"{name}: {verdict.reason}")
         methods = {v.method for _, v in verdicts}
         method: Method = "waitaof" if "waitaof" in methods else "appendfsync-always"
         return Durability(True, method, f"all {len(verdicts)} primaries: " + "; ".join(sorted({v.reason for _, v in verdicts})))
@@ -71,10 +59,7 @@ def check_durability(client: "redis.Redis | redis.RedisCluster") -> Durability:
 
 
 def check_server(client: redis.Redis) -> Durability:
-    """Inspect one server (INFO memory, CONFIG GET appendonly/appendfsync, WAITAOF)."""
-    eviction = read_eviction(client)
-    if eviction.evicts:
-        return Durability(False, "none", eviction.reason, EVICTION_FIX, evicting=True)
+    """Inspect one server (CONFIG GET appendonly/appendfsync, COMMAND INFO WAITAOF)."""
     try:
         config = _decode(client.config_get("append*"))
     except redis.ResponseError as exc:

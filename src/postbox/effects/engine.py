@@ -378,11 +378,6 @@ class EffectsEngine:
             except (redis.ConnectionError, redis.TimeoutError) as exc:
                 refused = login_error(exc)  # credentials revoked: a configuration error, not an outage
                 raise refused or TransientEffectError(f"cannot reach Redis to check durability: {exc}", reason="connection") from exc
-            except ResponseError as exc:  # BUSY, LOADING, OOM...: asked again later, as an apply would be
-                reason = transient_reason(exc)
-                if reason is None:
-                    raise
-                raise TransientEffectError(f"Redis refused the durability check ({reason}): {exc}", reason=reason) from exc
             if not verdict.durable and (self._durability is None or self._durability[1] != verdict):
                 log.warning("Redis effects are %s", verdict)
             self._durability = (now, verdict)

@@ -189,9 +189,8 @@ def _redis(settings: Settings) -> list[Check]:
         version = client.info("server").get("redis_version", "?")
         out = [Check("redis reachable", "ok", f"{redact_url(settings.redis_url)} (Redis {version})")]
         verdict = check_durability(client)
-        status = "ok" if verdict.durable else "fail" if verdict.evicting else "warn"
-        out.append(Check("redis persistence", status, f"{verdict.method}: {verdict.reason}",
-                         None if verdict.durable else verdict.fix or "CONFIG SET appendonly yes; CONFIG SET appendfsync always (and persist it in redis.conf)"))
+        out.append(Check("redis persistence", "ok" if verdict.durable else "warn", f"{verdict.method}: {verdict.reason}",
+                         None if verdict.durable else "CONFIG SET appendonly yes; CONFIG SET appendfsync always (and persist it in redis.conf)"))
 
         def load() -> Check:
             engine = EffectsEngine(client, group="postbox-doctor")
