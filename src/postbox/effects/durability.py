@@ -14,6 +14,8 @@ Redis replies to a write before or after writing it to disk depending on configu
   to about a second of acknowledged applies (or everything since the last RDB save) can be lost in
   a crash, and with them the dedupe markers, so redelivered events would apply twice.
   → ``durable=False``; the runtime warns.
+- a ``maxmemory-policy`` that can evict (:mod:`postbox.effects.eviction`) loses markers without
+  any crash: → ``durable=False`` with ``eviction`` set, which the engine refuses outright.
 
 WAITAOF is detected by asking the server (``WAITAOF 0 0 0``), not by version number. Replication is not
 considered: surviving a failover to a replica needs ``WAIT``/``WAITAOF`` with replicas, which is
@@ -29,6 +31,8 @@ import os
 
 import redis
 
+from postbox.effects.eviction import MemoryPolicy, evicting
+
 Method = Literal["appendfsync-always", "waitaof", "none"]
 
 
@@ -39,13 +43,28 @@ class Durability:
     durable: bool
     method: Method
     reason: str
+    #: The server whose ``maxmemory-policy`` can evict the consumer's keys (then not durable).
+    eviction: MemoryPolicy | None = None
 
     def __str__(self) -> str:
         return f"{'durable' if self.durable else 'NOT durable'} ({self.method}): {self.reason}"
 
 
 def check_durability(client: "redis.Redis | redis.RedisCluster") -> Durability:
-    """Inspect the server(s) behind ``client``; on a cluster every primary must be durable."""
+    """Inspect the server(s) behind ``client``: none may evict (``INFO memory``), and each must
+    persist an acknowledged apply (:func:`check_persistence`)."""
+    try:
+        found = evicting(client)
+    except redis.ResponseError as exc:
+        return Durability(False, "none", f"cannot read the server's maxmemory-policy (INFO memory refused: {exc}); "
+                          "assume it may evict the dedupe markers (the consumer's Redis user needs INFO)")
+    if found is not None:
+        return Durability(False, "none", found.describe(), eviction=found)
+    return check_persistence(client)
+
+
+def check_persistence(client: "redis.Redis | redis.RedisCluster") -> Durability:
+    """Whether an acknowledged apply reaches the disk; on a cluster every primary must."""
     if isinstance(client, redis.RedisCluster):
         nodes = client.get_primaries()
         verdicts = [(n.name, check_server(client.get_redis_connection(n))) for n in nodes]

@@ -62,7 +62,7 @@ from redis.exceptions import (
 )
 
 from postbox.frozen import assemble
-from postbox.effects import groups
+from postbox.effects import eviction, groups
 from postbox.effects.builder import Effects
 from postbox.effects.durability import Durability, check_durability
 from postbox.effects.keys import EventRef, KeyLayout, describe_slots, key_slot, legacy_anchor, tag_text
@@ -366,7 +366,11 @@ class EffectsEngine:
         return self.apply([(ref, effects)])[0]
 
     def durability(self, *, refresh: bool = False) -> Durability:
-        """Whether acknowledged applies are durable (checked once a minute; see ``durability``)."""
+        """Whether acknowledged applies are durable (checked once a minute; see ``durability``).
+
+        Raises :class:`EffectConfigError` when a server can evict the group's keys (see
+        :mod:`postbox.effects.eviction`): no setting of the consumer makes that safe, and it is
+        raised before a batch is sent, so nothing is applied on such a server."""
         now = time.monotonic()
         if self._health.take_recovered():
             refresh = True  # a node came back: it may have restarted with other settings
@@ -378,6 +382,9 @@ class EffectsEngine:
             except (redis.ConnectionError, redis.TimeoutError) as exc:
                 refused = login_error(exc)  # credentials revoked: a configuration error, not an outage
                 raise refused or TransientEffectError(f"cannot reach Redis to check durability: {exc}", reason="connection") from exc
+            if verdict.eviction is not None:
+                self._durability = None  # asked again next time: the operator may fix it meanwhile
+                raise eviction.refusal(verdict.eviction)
             if not verdict.durable and (self._durability is None or self._durability[1] != verdict):
                 log.warning("Redis effects are %s", verdict)
             self._durability = (now, verdict)
