@@ -21,13 +21,21 @@ class FailingPipeline:
     def exists(self, _key: bytes) -> None:
         return None
 
-    def execute(self) -> list:
+    def execute(self, raise_on_error: bool = True) -> list:
         raise self.error
 
 
 class StandInClient:
+    """Every command fails with ``error``: the durability check's reads and the marker pipeline."""
+
     def __init__(self, error: BaseException) -> None:
         self.error = error
+
+    def info(self, _section: str) -> dict:
+        raise self.error
+
+    def config_get(self, _pattern: str) -> dict:
+        raise self.error
 
     def pipeline(self, transaction: bool = True) -> FailingPipeline:
         return FailingPipeline(self.error)

@@ -32,6 +32,7 @@ import os
 import redis
 
 from postbox.effects.eviction import MemoryPolicy, evicting
+from postbox.effects.redis_errors import transient_reason
 
 Method = Literal["appendfsync-always", "waitaof", "none"]
 
@@ -56,6 +57,8 @@ def check_durability(client: "redis.Redis | redis.RedisCluster") -> Durability:
     try:
         found = evicting(client)
     except redis.ResponseError as exc:
+        if transient_reason(exc) is not None:
+            raise  # LOADING, BUSY, CLUSTERDOWN: not an answer, the caller asks again
         return Durability(False, "none", f"cannot read the server's maxmemory-policy (INFO memory refused: {exc}); "
                           "assume it may evict the dedupe markers (the consumer's Redis user needs INFO)")
     if found is not None:

@@ -67,7 +67,7 @@ from postbox.effects.builder import Effects
 from postbox.effects.durability import Durability, check_durability
 from postbox.effects.keys import EventRef, KeyLayout, describe_slots, key_slot, legacy_anchor, tag_text
 from postbox.effects.nodes import NodeHealth, Placement, plan_waves
-from postbox.effects.redis_errors import transient_reason
+from postbox.effects.redis_errors import CLUSTER_UNSETTLED, transient_reason
 from postbox.effects.script import ApplyScript, build_script, default_functions_dir
 from postbox.effects.wire import Command, round_trip
 from postbox.redis_client import login_error
@@ -382,6 +382,11 @@ class EffectsEngine:
             except (redis.ConnectionError, redis.TimeoutError) as exc:
                 refused = login_error(exc)  # credentials revoked: a configuration error, not an outage
                 raise refused or TransientEffectError(f"cannot reach Redis to check durability: {exc}", reason="connection") from exc
+            except (*CLUSTER_UNSETTLED, ResponseError) as exc:  # a failover under way, LOADING, BUSY: ask again later
+                reason = transient_reason(exc)
+                if reason is None:
+                    raise EffectEngineError(f"unexpected error reply while checking durability: {exc}") from exc
+                raise TransientEffectError(f"cannot check durability now ({reason}): {exc}", reason=reason) from exc
             if verdict.eviction is not None:
                 self._durability = None  # asked again next time: the operator may fix it meanwhile
                 raise eviction.refusal(verdict.eviction)
@@ -434,28 +439,71 @@ class EffectsEngine:
         return self.layout.marker(ref.id.encode("utf-8"), ref.tag_bytes)
 
     def already_applied(self, refs: Sequence[EventRef]) -> list[bool]:
-        """Whether this group applied each event before (its dedupe marker exists), in order.
+        """Whether this group applied each event before (its dedupe marker exists), in order; the
+        markers found are then as durable as an apply's duplicates (the runtime commits them).
 
         Why: the runtime asks this before it dead-letters a handler failure. A handler changed
         between delivery and redelivery (a deploy, outside state) may raise on an event it applied
         the first time; that redelivery is a duplicate, and a dead letter for it would page someone
-        about an event that took effect. One pipelined EXISTS per call, on the failure path only.
-        Only the current layout's marker is read: during the legacy transition an event marked
-        under the old layout (keyed by its effects, which a failed handler did not describe) reads
-        as not applied, as before.
+        about an event that took effect. Its marker may be another connection's write not yet on
+        disk (``everysec``): on a WAITAOF server each marker is rewritten unchanged on the asking
+        connection (``SET <marker> 1 XX KEEPTTL``: the existence check and that write in one
+        command, as a duplicate's touch in the apply script) and ``WAITAOF 1 0`` waits for it. With
+        ``appendfsync always`` the reply leaves after the fsync of every write before it. Whether
+        the server is durable at all is the caller's check (:meth:`durability`), as after an apply.
+        One pipeline per node, on the failure path only. Only the current layout's marker is read:
+        during the legacy transition an event marked under the old layout (keyed by its effects,
+        which a failed handler did not describe) reads as not applied, as before.
 
-        Raises :class:`TransientEffectError` (retry later) or :class:`EffectConfigError` (ACL).
+        Raises :class:`TransientEffectError` (retry later: Redis unreachable, WAITAOF unconfirmed,
+        MOVED) or :class:`EffectConfigError` (ACL, a server that can evict).
         """
         if not refs:
             return []
-        pipe = self.client.pipeline(transaction=False)
-        for ref in refs:
-            pipe.exists(self.marker_key(ref))
+        waitaof = self.durability().method == "waitaof"
+        by_node: dict[str, tuple[redis.Redis, list[int]]] = {}
+        markers = [self.marker_key(ref) for ref in refs]
+        for number, marker in enumerate(markers):
+            name, client = self._node_for(key_slot(marker)) if self.cluster else ("", self.client)
+            by_node.setdefault(name, (client, []))[1].append(number)  # type: ignore[arg-type]
+        found = [False] * len(refs)
+        for client, numbers in by_node.values():
+            for number, seen in zip(numbers, self._markers_exist(client, [markers[n] for n in numbers], waitaof)):
+                found[number] = seen
+        return found
+
+    def _markers_exist(self, client: redis.Redis, markers: list[bytes], waitaof: bool) -> list[bool]:
+        """One node's part of :meth:`already_applied`: EXISTS, or with ``waitaof`` the touch of each
+        marker found and WAITAOF on the same connection (a pipeline keeps to one connection)."""
+        pipe = client.pipeline(transaction=False)
+        for marker in markers:
+            if waitaof:
+                pipe.set(marker, b"1", xx=True, keepttl=True)
+            else:
+                pipe.exists(marker)
+        if waitaof:
+            pipe.execute_command("WAITAOF", 1, 0, self.waitaof_timeout_ms)  # type: ignore[no-untyped-call]
         try:
-            replies = pipe.execute()
+            replies = pipe.execute(raise_on_error=False)
         except (redis.RedisError, redis.RedisClusterException) as exc:
             raise self._classify(exc) from exc
+        for reply in replies:
+            if self.cluster and isinstance(reply, (MovedError, AskError)):
+                self._refresh_topology()  # the slot moved: the retry asks its new node
+            if isinstance(reply, BaseException):
+                raise self._classify(reply)
+        if waitaof:
+            self._confirmed(replies.pop())
         return [bool(reply) for reply in replies]
+
+    def _confirmed(self, reply: Any) -> None:
+        """Raise unless ``reply`` (WAITAOF's) confirms the local AOF fsync."""
+        if not reply or int(reply[0]) < 1:
+            raise TransientEffectError(
+                f"WAITAOF did not confirm the local AOF fsync within {self.waitaof_timeout_ms} ms",
+                reason="waitaof",
+                fix="check the Redis host's disk; the batch is applied but not known durable, so it is retried",
+            )
 
     def legacy_marker_key(self, ref: EventRef, effects: Effects) -> bytes:
         """The marker key the layout before the identity change gave this event with these effects."""
@@ -841,12 +889,7 @@ class EffectsEngine:
             confirmation = replies.pop()
             if isinstance(confirmation, BaseException):
                 raise self._classify(confirmation)
-            if not confirmation or int(confirmation[0]) < 1:
-                raise TransientEffectError(
-                    f"WAITAOF did not confirm the local AOF fsync within {self.waitaof_timeout_ms} ms",
-                    reason="waitaof",
-                    fix="check the Redis host's disk; the batch is applied but not known durable, so it is retried",
-                )
+            self._confirmed(confirmation)
         return replies
 
     def _classify(self, exc: BaseException) -> Exception:
