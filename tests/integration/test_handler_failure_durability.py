@@ -20,100 +20,16 @@ partition's state.
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
-import redis
 
-from postbox.consumer import App, ConsumerConfig, ConsumerRuntime
-from postbox.consumer.partition_state import PartitionState
 from postbox.effects import EffectsEngine
-from tests.support.kafka import StandInRecord
+from tests.support.pipeline_scene import Scene
 from tests.support.redis_servers import RedisServer, waitaof_server
 
 pytestmark = pytest.mark.integration
-
-EVENT_ID = str(uuid.uuid4())
-
-
-class Redelivered(StandInRecord):
-    """Offset 0 carrying the same event each time it is read."""
-
-    def __init__(self) -> None:
-        super().__init__(0)
-
-    def headers(self) -> list[tuple[str, bytes]]:
-        return [("id", EVENT_ID.encode()), ("event_type", b"Counted"), ("aggregate_type", b"t")]
-
-
-class DeadLetters:
-    """Stands in for the dead-letter producer: acknowledges everything, remembers what it got."""
-
-    def __init__(self) -> None:
-        self.sent: list[int] = []
-
-    def record(self, _engine: object, _entries: object) -> None:
-        return None
-
-    def send(self, items: list) -> list[None]:
-        self.sent += [origin.offset for origin, _failure in items]
-        return [None for _ in items]
-
-
-class StandInConsumer:
-    def pause(self, _partitions: object) -> None:
-        return None
-
-    def resume(self, _partitions: object) -> None:
-        return None
-
-    def seek(self, _partition: object) -> None:
-        return None
-
-
-class Scene:
-    """A runtime on a real Redis whose handler applies the event, or raises once told to."""
-
-    def __init__(self, client: redis.Redis, engine: Callable[[redis.Redis], EffectsEngine]) -> None:
-        self.raising = False
-        app = App("g", require_schemas=False)
-        app.catch_all(self._handle)
-        config = ConsumerConfig.load({}, group="g", topics="t", redis_url="redis://127.0.0.1:1/0", kafka_bootstrap="127.0.0.1:1")
-        self.runtime = ConsumerRuntime(app, config, redis_client=client, install_signals=False)
-        self.runtime.engine = engine(client)
-        self.letters = DeadLetters()
-        self.runtime.pipeline.dead_letters = self.letters  # type: ignore[assignment]
-        self.runtime.partitions.consumer = StandInConsumer()  # type: ignore[assignment]
-        self.runtime.pipeline.carry_delay_s = 0.0
-
-    def _handle(self, event, fx) -> None:  # type: ignore[no-untyped-def]
-        if self.raising:
-            raise ValueError("the deployed handler fails on this event")
-        fx.rpush("{t:a}:seq", event.payload["seq"])
-
-    def assign(self) -> PartitionState:
-        """The partition as its next owner gets it: nothing of the last owner's commit landed."""
-        state = self.runtime.states[("t", 0)] = PartitionState("t", 0)
-        return state
-
-    def deliver(self) -> None:
-        pipeline = self.runtime.pipeline
-        pipeline.launch(pipeline.prepare([Redelivered()]))  # type: ignore[list-item]
-        pipeline.settle()
-
-    def retry(self, state: PartitionState) -> None:
-        state.resume_at = 0.0
-        self.runtime.partitions.resume_due()
-        self.deliver()
-
-    def retries(self, reason: str) -> float:
-        return self.runtime.metrics.value("postbox_consumer_retries_total", reason=reason)
-
-    def close(self) -> None:
-        self.runtime.pipeline.close()
-
 
 @pytest.fixture
 def waitaof_redis() -> Iterator[RedisServer]:

@@ -24,6 +24,7 @@ out of this module's scope.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Literal
 
@@ -51,11 +52,12 @@ class Durability:
         return f"{'durable' if self.durable else 'NOT durable'} ({self.method}): {self.reason}"
 
 
-def check_durability(client: "redis.Redis | redis.RedisCluster") -> Durability:
+def check_durability(client: "redis.Redis | redis.RedisCluster", *, skip: Collection[str] = ()) -> Durability:
     """Inspect the server(s) behind ``client``: none may evict (``INFO memory``), and each must
-    persist an acknowledged apply (:func:`check_persistence`)."""
+    persist an acknowledged apply (:func:`check_persistence`). ``skip``: cluster nodes (by
+    ``host:port``) left out, e.g. those known down."""
     try:
-        found = evicting(client)
+        found = evicting(client, skip=skip)
     except redis.ResponseError as exc:
         if transient_reason(exc) is not None:
             raise  # LOADING, BUSY, CLUSTERDOWN: not an answer, the caller asks again
@@ -63,13 +65,13 @@ def check_durability(client: "redis.Redis | redis.RedisCluster") -> Durability:
                           "assume it may evict the dedupe markers (the consumer's Redis user needs INFO)")
     if found is not None:
         return Durability(False, "none", found.describe(), eviction=found)
-    return check_persistence(client)
+    return check_persistence(client, skip=skip)
 
 
-def check_persistence(client: "redis.Redis | redis.RedisCluster") -> Durability:
-    """Whether an acknowledged apply reaches the disk; on a cluster every primary must."""
+def check_persistence(client: "redis.Redis | redis.RedisCluster", *, skip: Collection[str] = ()) -> Durability:
+    """Whether an acknowledged apply reaches the disk; on a cluster every primary (but ``skip``) must."""
     if isinstance(client, redis.RedisCluster):
-        nodes = client.get_primaries()
+        nodes = [n for n in client.get_primaries() if n.name not in skip]
         verdicts = [(n.name, check_server(client.get_redis_connection(n))) for n in nodes]
         for name, verdict in verdicts:
             if not verdict.durable:

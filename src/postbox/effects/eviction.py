@@ -15,6 +15,7 @@ It is read from ``INFO memory`` (``maxmemory_policy``), which the consumer's ACL
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import redis
@@ -66,16 +67,17 @@ def read_policy(client: redis.Redis) -> MemoryPolicy:
     return MemoryPolicy(_address(client), policy, int(info.get("maxmemory", 0) or 0))
 
 
-def policies(client: "redis.Redis | redis.RedisCluster") -> list[MemoryPolicy]:
-    """The eviction settings of the server, or of every primary of a cluster."""
+def policies(client: "redis.Redis | redis.RedisCluster", *, skip: Collection[str] = ()) -> list[MemoryPolicy]:
+    """The eviction settings of the server, or of every primary of a cluster (but ``skip``)."""
     if isinstance(client, redis.RedisCluster):
-        return [read_policy(client.get_redis_connection(node)) for node in client.get_primaries()]  # type: ignore[no-untyped-call]
+        primaries = [n for n in client.get_primaries() if n.name not in skip]  # type: ignore[no-untyped-call]
+        return [read_policy(client.get_redis_connection(node)) for node in primaries]
     return [read_policy(client)]
 
 
-def evicting(client: "redis.Redis | redis.RedisCluster") -> MemoryPolicy | None:
+def evicting(client: "redis.Redis | redis.RedisCluster", *, skip: Collection[str] = ()) -> MemoryPolicy | None:
     """The first server (a cluster's primary) whose policy can evict, or None."""
-    return next((p for p in policies(client) if p.evicts), None)
+    return next((p for p in policies(client, skip=skip) if p.evicts), None)
 
 
 def refusal(found: MemoryPolicy) -> EffectConfigError:
