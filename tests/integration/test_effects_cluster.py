@@ -88,6 +88,19 @@ def test_script_cache_flush_on_one_node_is_absorbed(redis_cluster) -> None:
     client.close()
 
 
+def test_the_marker_check_before_a_dead_letter_asks_each_markers_node(redis_cluster) -> None:
+    """``already_applied`` (a handler failure's marker check) on events spread over the three
+    masters: each answered by its slot's node, in input order."""
+    client = redis_cluster.client()
+    engine = EffectsEngine(client, "billing", functions_dir=None)
+    refs = [EventRef.for_aggregate(str(uuid.uuid4()), "order", f"{n}-{uuid.uuid4().hex[:6]}") for n in range(30)]
+    assert len({client.get_node_from_key(engine.marker_key(r)).name for r in refs}) == 3
+    applied = refs[::2]
+    assert all(r.applied for r in engine.apply([(r, Effects().incrby(f"{{{r.tag}}}:n", 1)) for r in applied]))
+    assert engine.already_applied(refs) == [n % 2 == 0 for n in range(len(refs))]
+    client.close()
+
+
 def test_cluster_durability_checks_every_primary(redis_cluster) -> None:
     client = redis_cluster.client()
     verdict = check_durability(client)

@@ -14,23 +14,28 @@ from postbox.effects import EffectsEngine, EventRef
 from postbox.errors import TransientEffectError
 
 
-class FailingPipeline:
+class FailingPool:
     def __init__(self, error: BaseException) -> None:
         self.error = error
 
-    def exists(self, _key: bytes) -> None:
-        return None
-
-    def execute(self) -> list:
+    def get_connection(self) -> None:
         raise self.error
 
 
 class StandInClient:
+    """Every command fails with ``error``: the durability check's reads and the marker round trip."""
+
+    connection = None  # not a single-connection client: round trips take a pool connection
+
     def __init__(self, error: BaseException) -> None:
         self.error = error
+        self.connection_pool = FailingPool(error)
 
-    def pipeline(self, transaction: bool = True) -> FailingPipeline:
-        return FailingPipeline(self.error)
+    def info(self, _section: str) -> dict:
+        raise self.error
+
+    def config_get(self, _pattern: str) -> dict:
+        raise self.error
 
 
 @pytest.mark.parametrize("error", [

@@ -319,12 +319,17 @@ class Pipeline:
         started_ns = time.time_ns()
         try:
             results = self.engine.apply_outcomes(pairs, **per_node)
-            durability = self.engine.durability()
+            self._require_durable()
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             raise TransientEffectError(f"Redis unreachable: {exc}", reason="connection") from exc
+        return Applied(results, started_ns, time.time_ns())
+
+    def _require_durable(self) -> None:
+        """With ``require_durable``, raise (transient: retried, never committed past) unless
+        Redis is durable: asked before anything applied or found applied is committed."""
+        durability = self.engine.durability()
         if not durability.durable and self.require_durable:
             raise TransientEffectError(f"Redis is {durability}", reason="not-durable")
-        return Applied(results, started_ns, time.time_ns())
 
     # -- 3. settle --------------------------------------------------------------------------------------
 
@@ -511,13 +516,18 @@ class Pipeline:
         """The handler failures among ``failed`` whose event this group already applied are
         redeliveries, not poison: finished as duplicates (counted and logged as such), never
         dead-lettered. A handler changed between delivery and redelivery may raise on an event it
-        applied the first time (DESIGN: the marker is met whatever the handler does now). Returns
-        the records left to dead-letter. Redis unreachable: their partitions stop there (retried)."""
+        applied the first time (DESIGN: the marker is met whatever the handler does now). Such a
+        duplicate is committed, so it waits for durability as an apply's do: the engine confirms
+        the markers found (WAITAOF), and the server must be durable (``require_durable``).
+        Returns the records left to dead-letter. Redis unreachable, WAITAOF unconfirmed or Redis
+        not durable: their partitions stop there (retried)."""
         asked = [(i, i.ref) for i in failed if i.ref is not None and not batch.covers(i.tp, i.offset)]
         if not asked:
             return failed
         try:
             seen = self.engine.already_applied([ref for _, ref in asked])
+            if any(seen):
+                self._require_durable()
         except TransientEffectError as exc:
             for item, _ in asked:
                 batch.block(item.tp, item.offset, exc.reason, str(exc))

@@ -8,7 +8,8 @@ key patterns the pipeline writes.
 - The failure stream written by the runtime (``XADD``, ``PEXPIRE``); a handler failure's marker
   check (``EXISTS``) and the owed dead-letter verdicts, ``<namespace>:owed:*`` (``HGETALL HSET DEL
   PEXPIRE``, :mod:`postbox.consumer.owed_store`).
-- Connection and checks: ``PING``, ``INFO`` (version, ``INFO persistence``), ``HELLO``,
+- Connection and checks: ``PING``, ``INFO`` (version, ``INFO persistence``, ``INFO memory``'s
+  eviction policy), ``HELLO``,
   ``CLIENT SETNAME|GETNAME|ID``.
 - The incident CLI's reads: ``GET EXISTS PTTL TYPE SCAN DBSIZE XRANGE XREVRANGE XLEN``, and reads
   of the consumer's own state (``HLEN LRANGE SCARD ...``, :data:`STATE_COMMANDS`).

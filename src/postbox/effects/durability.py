@@ -14,6 +14,8 @@ Redis replies to a write before or after writing it to disk depending on configu
   to about a second of acknowledged applies (or everything since the last RDB save) can be lost in
   a crash, and with them the dedupe markers, so redelivered events would apply twice.
   → ``durable=False``; the runtime warns.
+- a ``maxmemory-policy`` that can evict (:mod:`postbox.effects.eviction`) loses markers without
+  any crash: → ``durable=False`` with ``eviction`` set, which the engine refuses outright.
 
 WAITAOF is detected by asking the server (``WAITAOF 0 0 0``), not by version number. Replication is not
 considered: surviving a failover to a replica needs ``WAIT``/``WAITAOF`` with replicas, which is
@@ -22,12 +24,16 @@ out of this module's scope.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Literal
 
 import os
 
 import redis
+
+from postbox.effects.eviction import MemoryPolicy, evicting
+from postbox.effects.redis_errors import transient_reason
 
 Method = Literal["appendfsync-always", "waitaof", "none"]
 
@@ -39,15 +45,33 @@ class Durability:
     durable: bool
     method: Method
     reason: str
+    #: The server whose ``maxmemory-policy`` can evict the consumer's keys (then not durable).
+    eviction: MemoryPolicy | None = None
 
     def __str__(self) -> str:
         return f"{'durable' if self.durable else 'NOT durable'} ({self.method}): {self.reason}"
 
 
-def check_durability(client: "redis.Redis | redis.RedisCluster") -> Durability:
-    """Inspect the server(s) behind ``client``; on a cluster every primary must be durable."""
+def check_durability(client: "redis.Redis | redis.RedisCluster", *, skip: Collection[str] = ()) -> Durability:
+    """Inspect the server(s) behind ``client``: none may evict (``INFO memory``), and each must
+    persist an acknowledged apply (:func:`check_persistence`). ``skip``: cluster nodes (by
+    ``host:port``) left out, e.g. those known down."""
+    try:
+        found = evicting(client, skip=skip)
+    except redis.ResponseError as exc:
+        if transient_reason(exc) is not None:
+            raise  # LOADING, BUSY, CLUSTERDOWN: not an answer, the caller asks again
+        return Durability(False, "none", f"cannot read the server's maxmemory-policy (INFO memory refused: {exc}); "
+                          "assume it may evict the dedupe markers (the consumer's Redis user needs INFO)")
+    if found is not None:
+        return Durability(False, "none", found.describe(), eviction=found)
+    return check_persistence(client, skip=skip)
+
+
+def check_persistence(client: "redis.Redis | redis.RedisCluster", *, skip: Collection[str] = ()) -> Durability:
+    """Whether an acknowledged apply reaches the disk; on a cluster every primary (but ``skip``) must."""
     if isinstance(client, redis.RedisCluster):
-        nodes = client.get_primaries()
+        nodes = [n for n in client.get_primaries() if n.name not in skip]
         verdicts = [(n.name, check_server(client.get_redis_connection(n))) for n in nodes]
         for name, verdict in verdicts:
             if not verdict.durable:

@@ -45,6 +45,7 @@ import concurrent.futures
 import enum
 import logging
 import operator
+import threading
 import time
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -62,12 +63,12 @@ from redis.exceptions import (
 )
 
 from postbox.frozen import assemble
-from postbox.effects import groups
+from postbox.effects import eviction, groups, server_watch
 from postbox.effects.builder import Effects
 from postbox.effects.durability import Durability, check_durability
 from postbox.effects.keys import EventRef, KeyLayout, describe_slots, key_slot, legacy_anchor, tag_text
 from postbox.effects.nodes import NodeHealth, Placement, plan_waves
-from postbox.effects.redis_errors import transient_reason
+from postbox.effects.redis_errors import CLUSTER_UNSETTLED, transient_reason
 from postbox.effects.script import ApplyScript, build_script, default_functions_dir
 from postbox.effects.wire import Command, round_trip
 from postbox.redis_client import login_error
@@ -292,6 +293,9 @@ class EffectsEngine:
         self.waitaof_timeout_ms = round(waitaof_timeout / timedelta(milliseconds=1))
         self._durability_refresh_s = durability_refresh_s
         self._durability: tuple[float, Durability] | None = None
+        #: Which servers the verdict was read on; set when a connection reaches another.
+        self._watch = server_watch.ServerWatch()
+        self._durability_lock = threading.Lock()
         #: Longest wait for one cluster node's calls before it is put down (plus the WAITAOF timeout).
         self.node_wait_s = node_wait.total_seconds()
         self._health = NodeHealth()
@@ -354,7 +358,11 @@ class EffectsEngine:
         that went well (nearly all of them); building, then freeing, an ``ApplyResult`` for each
         cost ~0.5 µs of GIL-holding time per event."""
         prepared, results = self._prepare_all(events)
-        error = self._apply_waves(prepared, results, order) if prepared else None
+        error = None
+        if prepared:
+            seen, used = self._verdict_now()
+            error = self._apply_waves(prepared, results, order, used.method == "waitaof")
+            self._same_server(seen, used)
         if error is not None and not partial:
             raise error
         if self._registry_pending and error is None:
@@ -366,22 +374,72 @@ class EffectsEngine:
         return self.apply([(ref, effects)])[0]
 
     def durability(self, *, refresh: bool = False) -> Durability:
-        """Whether acknowledged applies are durable (checked once a minute; see ``durability``)."""
+        """Whether acknowledged applies are durable (checked once a minute; see ``durability``).
+
+        Raises :class:`EffectConfigError` when a server can evict the group's keys (see
+        :mod:`postbox.effects.eviction`): no setting of the consumer makes that safe, and it is
+        raised before a batch is sent, so nothing is applied on such a server.
+
+        Thread-safe (the apply worker and the health probe ask): a caller waits for a re-read
+        under way, so it never answers with the verdict of a server that changed."""
+        with self._durability_lock:
+            return self._durability_now(refresh)
+
+    def _durability_now(self, refresh: bool) -> Durability:
         now = time.monotonic()
+        stale = self._watch.stale  # a connection reached a server the verdict was not read on
         if self._health.take_recovered():
             refresh = True  # a node came back: it may have restarted with other settings
-        elif self._durability is not None and self._health.any_down():
+        elif self._durability is not None and self._health.any_down() and not stale:
             return self._durability[1]  # re-read once every node answers (a read now would wait on the down one)
-        if refresh or self._durability is None or now - self._durability[0] > self._durability_refresh_s:
-            try:
-                verdict = check_durability(self.client)
-            except (redis.ConnectionError, redis.TimeoutError) as exc:
-                refused = login_error(exc)  # credentials revoked: a configuration error, not an outage
-                raise refused or TransientEffectError(f"cannot reach Redis to check durability: {exc}", reason="connection") from exc
+        if refresh or stale or self._durability is None or now - self._durability[0] > self._durability_refresh_s:
+            changes = self._watch.changes
+            verdict = self._read_durability()
+            if verdict.eviction is not None:
+                self._durability = None  # asked again next time: the operator may fix it meanwhile
+                raise eviction.refusal(verdict.eviction)
             if not verdict.durable and (self._durability is None or self._durability[1] != verdict):
                 log.warning("Redis effects are %s", verdict)
             self._durability = (now, verdict)
+            self._watch.settle(changes)
         return self._durability[1]
+
+    def _read_durability(self) -> Durability:
+        """The verdict of every server (but the cluster nodes known down: none of their events
+        is sent, and a node that comes back is read then), their run ids noted first."""
+        skip = self._health.down_nodes()
+        try:
+            self._watch.known(server_watch.run_ids(self.client, skip))
+            return check_durability(self.client, skip=skip)
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            refused = login_error(exc)  # credentials revoked: a configuration error, not an outage
+            raise refused or TransientEffectError(f"cannot reach Redis to check durability: {exc}", reason="connection") from exc
+        except (*CLUSTER_UNSETTLED, ResponseError) as exc:  # a failover under way, LOADING, BUSY: ask again later
+            reason = transient_reason(exc)
+            if reason is None:
+                raise EffectEngineError(f"unexpected error reply while checking durability: {exc}") from exc
+            raise TransientEffectError(f"cannot check durability now ({reason}): {exc}", reason=reason) from exc
+
+    def _verdict_now(self) -> tuple[int, Durability]:
+        """The count of server changes seen and the verdict (read again if one is new)."""
+        changes = self._watch.changes
+        return changes, self.durability()
+
+    def _same_server(self, seen: int, used: Durability) -> None:
+        """Raise when a connection reached another server (or the slot map changed) since
+        ``seen`` changes, while writing under ``used`` (see :mod:`postbox.effects.server_watch`),
+        and the verdict now differs: what was sent there is not known durable (sent without the
+        WAITAOF it needs, or not durable at all), so it is retried — what did land comes back as
+        duplicates."""
+        if self._watch.changes == seen:
+            return
+        now = self.durability()
+        if (now.durable, now.method) != (used.durable, used.method):
+            raise TransientEffectError(
+                f"the Redis server changed under the engine (a restart, a failover, a moved address or slot): "
+                f"it was {used}, it is {now}", reason="server-changed",
+                fix="nothing to do: the batch is retried on the server as it is now",
+            )
 
     def load(self, *, publish: bool = True) -> str:
         """SCRIPT LOAD the apply script (on every primary of a cluster) and, with ``publish`` (a
@@ -427,28 +485,68 @@ class EffectsEngine:
         return self.layout.marker(ref.id.encode("utf-8"), ref.tag_bytes)
 
     def already_applied(self, refs: Sequence[EventRef]) -> list[bool]:
-        """Whether this group applied each event before (its dedupe marker exists), in order.
+        """Whether this group applied each event before (its dedupe marker exists), in order; the
+        markers found are then as durable as an apply's duplicates (the runtime commits them).
 
         Why: the runtime asks this before it dead-letters a handler failure. A handler changed
         between delivery and redelivery (a deploy, outside state) may raise on an event it applied
         the first time; that redelivery is a duplicate, and a dead letter for it would page someone
-        about an event that took effect. One pipelined EXISTS per call, on the failure path only.
-        Only the current layout's marker is read: during the legacy transition an event marked
-        under the old layout (keyed by its effects, which a failed handler did not describe) reads
-        as not applied, as before.
+        about an event that took effect. Its marker may be another connection's write not yet on
+        disk (``everysec``): on a WAITAOF server each marker is rewritten unchanged on the asking
+        connection (``SET <marker> 1 XX KEEPTTL``: the existence check and that write in one
+        command, as a duplicate's touch in the apply script) and ``WAITAOF 1 0`` waits for it. With
+        ``appendfsync always`` the reply leaves after the fsync of every write before it. Whether
+        the server is durable at all is the caller's check (:meth:`durability`), as after an apply.
+        One pipeline per node, on the failure path only. Only the current layout's marker is read:
+        during the legacy transition an event marked under the old layout (keyed by its effects,
+        which a failed handler did not describe) reads as not applied, as before.
 
-        Raises :class:`TransientEffectError` (retry later) or :class:`EffectConfigError` (ACL).
+        Raises :class:`TransientEffectError` (retry later: Redis unreachable, WAITAOF unconfirmed,
+        MOVED) or :class:`EffectConfigError` (ACL, a server that can evict).
         """
         if not refs:
             return []
-        pipe = self.client.pipeline(transaction=False)
-        for ref in refs:
-            pipe.exists(self.marker_key(ref))
+        seen, used = self._verdict_now()
+        waitaof = used.method == "waitaof"
+        by_node: dict[str, tuple[redis.Redis, list[int]]] = {}
+        markers = [self.marker_key(ref) for ref in refs]
+        for number, marker in enumerate(markers):
+            name, client = self._node_for(key_slot(marker)) if self.cluster else ("", self.client)
+            by_node.setdefault(name, (client, []))[1].append(number)  # type: ignore[arg-type]
+        found = [False] * len(refs)
+        for client, numbers in by_node.values():
+            for number, seen in zip(numbers, self._markers_exist(client, [markers[n] for n in numbers], waitaof)):
+                found[number] = seen
+        self._same_server(seen, used)
+        return found
+
+    def _markers_exist(self, client: redis.Redis, markers: list[bytes], waitaof: bool) -> list[bool]:
+        """One node's part of :meth:`already_applied`: EXISTS, or with ``waitaof`` the touch of each
+        marker found and WAITAOF, in one round trip on one connection."""
+        commands: list[Command] = [(b"SET", m, b"1", b"XX", b"KEEPTTL") if waitaof else (b"EXISTS", m) for m in markers]
+        if waitaof:
+            commands.append((b"WAITAOF", b"1", b"0", str(self.waitaof_timeout_ms).encode()))
         try:
-            replies = pipe.execute()
+            replies = round_trip(client, commands, self._watch.watch)
         except (redis.RedisError, redis.RedisClusterException) as exc:
             raise self._classify(exc) from exc
-        return [bool(reply) for reply in replies]
+        for reply in replies:
+            if self.cluster and isinstance(reply, (MovedError, AskError)):
+                self._refresh_topology()  # the slot moved: the retry asks its new node
+            if isinstance(reply, BaseException):
+                raise self._classify(reply)
+        if waitaof:
+            self._confirmed(replies.pop())
+        return [reply == 1 if isinstance(reply, int) else reply is not None for reply in replies]
+
+    def _confirmed(self, reply: Any) -> None:
+        """Raise unless ``reply`` (WAITAOF's) confirms the local AOF fsync."""
+        if not reply or int(reply[0]) < 1:
+            raise TransientEffectError(
+                f"WAITAOF did not confirm the local AOF fsync within {self.waitaof_timeout_ms} ms",
+                reason="waitaof",
+                fix="check the Redis host's disk; the batch is applied but not known durable, so it is retried",
+            )
 
     def legacy_marker_key(self, ref: EventRef, effects: Effects) -> bytes:
         """The marker key the layout before the identity change gave this event with these effects."""
@@ -646,13 +744,13 @@ class EffectsEngine:
     # -- sending --------------------------------------------------------------------------------
 
     def _apply_waves(
-        self, prepared: list[_Event], results: list[Outcome | ApplyResult | None], order: Sequence[Hashable | None] | None
+        self, prepared: list[_Event], results: list[Outcome | ApplyResult | None], order: Sequence[Hashable | None] | None,
+        waitaof: bool,
     ) -> TransientEffectError | None:
         """Send the prepared events wave by wave (:func:`~postbox.effects.nodes.plan_waves`), each
         wave's nodes in parallel; fill ``results``; return the first transient failure, if any.
         An event whose lane or order key already has an event not applied is not sent (``RETRY``),
-        nor is one whose node is down."""
-        waitaof = self.durability().method == "waitaof"
+        nor is one whose node is down. ``waitaof``: each call is followed by WAITAOF."""
         if not self.cluster:  # one node, one lane, never put down: every event is in wave 0
             return self._send_wave(prepared, {0: self._node_for(0)}, waitaof, results)
         nodes = {slot: self._node_for(slot) for slot in {e.slot for e in prepared}}
@@ -779,7 +877,7 @@ class EffectsEngine:
         for attempt in range(_ATTEMPTS):
             retry: list[_Call] = []
             for call, reply in zip(pending, self._send(client, pending, waitaof)):
-                if isinstance(reply, AskError) and self.cluster:
+                if isinstance(reply, AskError) and not isinstance(reply, MovedError) and self.cluster:  # MovedError is an AskError
                     reply = self._ask(call, reply, waitaof)
                 if isinstance(reply, NoScriptError):
                     retry.append(call)
@@ -825,7 +923,7 @@ class EffectsEngine:
         if waitaof:
             commands.append((b"WAITAOF", b"1", b"0", str(self.waitaof_timeout_ms).encode()))
         try:
-            replies = round_trip(client, commands)
+            replies = round_trip(client, commands, self._watch.watch)
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             raise self._classify(exc) from exc
         if asking:
@@ -834,12 +932,7 @@ class EffectsEngine:
             confirmation = replies.pop()
             if isinstance(confirmation, BaseException):
                 raise self._classify(confirmation)
-            if not confirmation or int(confirmation[0]) < 1:
-                raise TransientEffectError(
-                    f"WAITAOF did not confirm the local AOF fsync within {self.waitaof_timeout_ms} ms",
-                    reason="waitaof",
-                    fix="check the Redis host's disk; the batch is applied but not known durable, so it is retried",
-                )
+            self._confirmed(confirmation)
         return replies
 
     def _classify(self, exc: BaseException) -> Exception:
@@ -893,6 +986,7 @@ class EffectsEngine:
             self.client.nodes_manager.initialize()  # type: ignore[union-attr]
         except (redis.ConnectionError, redis.TimeoutError, redis.RedisClusterException) as exc:
             raise TransientEffectError(f"cannot refresh the cluster's slot map: {exc}", reason="CLUSTERDOWN") from exc
+        self._watch.mark_stale()  # the primaries may be others now: their durability is read again
 
     def _node_client(self, host: str, port: int) -> redis.Redis:
         """The connection pool of the cluster node at host:port (an ASK target)."""

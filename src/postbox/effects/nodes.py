@@ -79,6 +79,10 @@ class NodeHealth:
         with self._lock:
             return self._down.get(node)
 
+    def down_nodes(self) -> frozenset[str]:
+        with self._lock:
+            return frozenset(self._down)
+
     def any_down(self) -> bool:
         with self._lock:
             return bool(self._down)

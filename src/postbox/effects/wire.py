@@ -18,7 +18,7 @@ see these calls.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import hiredis
@@ -51,11 +51,13 @@ def pack(command: Command) -> bytes:
         return packed
 
 
-def round_trip(client: redis.Redis, commands: Sequence[Command]) -> list[Any]:
+def round_trip(client: redis.Redis, commands: Sequence[Command], watch: Callable[[Any], None] | None = None) -> list[Any]:
     """Send ``commands`` in one write and read one reply per command, in order. An error reply
     comes back as its exception object (like ``pipeline.execute(raise_on_error=False)``) after
     every reply was read, so the connection stays in step; a connection error or timeout raises
-    (``redis.ConnectionError`` / ``redis.TimeoutError``) once the client's retries are spent."""
+    (``redis.ConnectionError`` / ``redis.TimeoutError``) once the client's retries are spent.
+    ``watch`` is given the connection before anything is sent on it (the engine notes which
+    server it reached: :mod:`postbox.effects.server_watch`)."""
     packed = [pack(command) for command in commands]
     if len(packed) > 1:
         packed = [b"".join(packed)]  # one write for the round (a lone call is not copied again)
@@ -65,6 +67,8 @@ def round_trip(client: redis.Redis, commands: Sequence[Command]) -> list[Any]:
     if own is not None:
         client.single_connection_lock.acquire()
     try:
+        if watch is not None:
+            watch(conn)
         replies: list[Any] = conn.retry.call_with_retry(lambda: _exchange(conn, packed, len(commands)), lambda _error: conn.disconnect())
         return replies
     finally:

@@ -169,7 +169,8 @@ def _kafka(kafka_factory: Callable[[], Any]) -> Check:
 def _redis(settings: Settings) -> list[Check]:
     import redis
 
-    from postbox.effects import EffectsEngine, check_durability
+    from postbox.effects import EffectsEngine
+    from postbox.effects.durability import check_persistence
 
     from postbox.redis_client import check_not_cluster_node, connect, login_error
 
@@ -185,10 +186,11 @@ def _redis(settings: Settings) -> list[Check]:
             if refused is not None:
                 return [Check("redis reachable", "fail", refused.message, refused.fix)]
             return [Check("redis reachable", "fail", f"{redact_url(settings.redis_url)}: {exc}", "start it with `postbox up`, or fix POSTBOX_REDIS_URL"),
-                    Check("redis persistence", "skip", "Redis unreachable"), Check("scripts loadable", "skip", "Redis unreachable")]
+                    *(Check(n, "skip", "Redis unreachable") for n in ("redis eviction", "redis persistence", "scripts loadable"))]
         version = client.info("server").get("redis_version", "?")
         out = [Check("redis reachable", "ok", f"{redact_url(settings.redis_url)} (Redis {version})")]
-        verdict = check_durability(client)
+        out += _guard("redis eviction", lambda: _eviction(client))
+        verdict = check_persistence(client)
         out.append(Check("redis persistence", "ok" if verdict.durable else "warn", f"{verdict.method}: {verdict.reason}",
                          None if verdict.durable else "CONFIG SET appendonly yes; CONFIG SET appendfsync always (and persist it in redis.conf)"))
 
@@ -201,6 +203,17 @@ def _redis(settings: Settings) -> list[Check]:
         return out
     finally:
         client.close()
+
+
+def _eviction(client: Any) -> Check:
+    """A policy that can evict loses dedupe markers without any crash: the consumer refuses it."""
+    from postbox.effects import eviction
+
+    found = eviction.policies(client)
+    bad = [p for p in found if p.evicts]
+    if bad:
+        return Check("redis eviction", "fail", "; ".join(p.describe() for p in bad), eviction.FIX)
+    return Check("redis eviction", "ok", "; ".join(p.describe() for p in found))
 
 
 def _marker_ttl(settings: Settings, kafka_factory: Callable[[], Any]) -> list[Check]:
