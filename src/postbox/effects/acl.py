@@ -56,8 +56,14 @@ CLI_COMMANDS = ("get", "exists", "pttl", "type", "scan", "dbsize", "xrange", "xr
 STATE_COMMANDS = ("hlen", "hexists", "llen", "lrange", "scard", "sismember", "smembers", "zcard", "zrange", "ttl", "unlink")
 
 
-def consumer_commands() -> list[str]:
-    return sorted(set(SCRIPT_COMMANDS) | set(RUNTIME_COMMANDS) | set(CLI_COMMANDS) | set(STATE_COMMANDS))
+#: The durability wait under ``appendfsync everysec`` (Redis 7.2+). Granted only for a server that
+#: has it: Redis 7.0 refuses an ACL naming a command it does not know, and will not start.
+WAITAOF_COMMANDS = ("waitaof",)
+
+
+def consumer_commands(*, waitaof: bool = False) -> list[str]:
+    extra = set(WAITAOF_COMMANDS) if waitaof else set()
+    return sorted(set(SCRIPT_COMMANDS) | set(RUNTIME_COMMANDS) | set(CLI_COMMANDS) | set(STATE_COMMANDS) | extra)
 
 
 def key_patterns(environ: "dict[str, str] | os._Environ[str] | None" = None) -> tuple[str, ...]:
@@ -71,9 +77,11 @@ def key_patterns(environ: "dict[str, str] | os._Environ[str] | None" = None) -> 
     return patterns or DEFAULT_KEY_PATTERNS
 
 
-def consumer_rules(patterns: Sequence[str] = DEFAULT_KEY_PATTERNS) -> list[str]:
-    """The ACL rules of the consumer user, password not included (``ACL SETUSER`` / aclfile syntax)."""
-    return ["resetkeys", *(f"~{p}" for p in patterns), "resetchannels", "-@all", *(f"+{c}" for c in consumer_commands())]
+def consumer_rules(patterns: Sequence[str] = DEFAULT_KEY_PATTERNS, *, waitaof: bool = False) -> list[str]:
+    """The ACL rules of the consumer user, password not included (``ACL SETUSER`` / aclfile syntax);
+    ``waitaof``: the server has WAITAOF (7.2+), which the consumer then needs under ``everysec``."""
+    return ["resetkeys", *(f"~{p}" for p in patterns), "resetchannels", "-@all",
+            *(f"+{c}" for c in consumer_commands(waitaof=waitaof))]  # fmt: skip
 
 
 def password_hash(password: str) -> str:
@@ -81,16 +89,18 @@ def password_hash(password: str) -> str:
     return "#" + hashlib.sha256(password.encode()).hexdigest()
 
 
-def aclfile(admin_password: str, consumer_password: str, patterns: Iterable[str] = DEFAULT_KEY_PATTERNS) -> str:
-    """An aclfile: ``default`` (everything, for administration and health checks) and the consumer."""
+def aclfile(admin_password: str, consumer_password: str, patterns: Iterable[str] = DEFAULT_KEY_PATTERNS,
+            *, waitaof: bool = False) -> str:  # fmt: skip
+    """An aclfile: ``default`` (everything, for administration and health checks) and the consumer
+    (``waitaof``: for a server with WAITAOF, see :func:`consumer_rules`)."""
     lines = [
         f"user default on {password_hash(admin_password)} ~* &* +@all",
-        " ".join(["user", CONSUMER_USER, "on", password_hash(consumer_password), *consumer_rules(tuple(patterns))]),
+        " ".join(["user", CONSUMER_USER, "on", password_hash(consumer_password), *consumer_rules(tuple(patterns), waitaof=waitaof)]),
     ]
     return "\n".join(lines) + "\n"
 
 
 __all__ = [
-    "CONSUMER_USER", "DEFAULT_KEY_PATTERNS", "KEY_PATTERNS_ENV", "aclfile", "consumer_commands",
+    "CONSUMER_USER", "DEFAULT_KEY_PATTERNS", "KEY_PATTERNS_ENV", "WAITAOF_COMMANDS", "aclfile", "consumer_commands",
     "consumer_rules", "key_patterns", "password_hash",
 ]

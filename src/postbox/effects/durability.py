@@ -135,9 +135,18 @@ def _verdict(client: redis.Redis, config: dict[str, str]) -> Durability:
             "none",
             "appendfsync no: Redis never fsyncs the AOF itself, so WAITAOF would never confirm; set appendfsync always (or everysec with WAITAOF)",
         )
-    if has_waitaof(client):
+    support = waitaof_support(client)
+    if support == "yes":
         return Durability(True, "waitaof", f"appendfsync {appendfsync}; the engine confirms each apply with WAITAOF 1 0")
     version = _decode(client.info("server")).get("redis_version", "?")
+    if support == "refused":
+        return Durability(
+            False,
+            "none",
+            f"appendfsync {appendfsync}: this server ({version}) has WAITAOF but the consumer's Redis user may not run it (ACL), "
+            "so acknowledged applies are not confirmed on disk; add +waitaof to the user's ACL "
+            "(postbox.effects.acl.consumer_rules(waitaof=True)), or set appendfsync always",
+        )
     return Durability(
         False,
         "none",
@@ -146,15 +155,23 @@ def _verdict(client: redis.Redis, config: dict[str, str]) -> Durability:
 
 
 def has_waitaof(client: redis.Redis) -> bool:
-    """Whether the server knows WAITAOF: ``WAITAOF 0 0 0`` asks for nothing and answers at once
-    where it exists, and is an unknown command elsewhere (no version-number guessing)."""
+    """Whether this client can confirm applies with WAITAOF (:func:`waitaof_support` is ``yes``)."""
+    return waitaof_support(client) == "yes"
+
+
+def waitaof_support(client: redis.Redis) -> Literal["yes", "absent", "refused"]:
+    """Whether the server knows WAITAOF and this user may run it: ``WAITAOF 0 0 0`` asks for
+    nothing and answers at once where it exists, is an unknown command elsewhere (no
+    version-number guessing), and an ACL refusal (``refused``) where the user lacks it."""
     try:
         client.execute_command("WAITAOF", 0, 0, 0)
     except redis.ResponseError as exc:
-        if "unknown command" in str(exc).lower() or _no_permission(exc):
-            return False  # NOPERM: a user without WAITAOF (postbox.effects.acl) cannot use it either
+        if "unknown command" in str(exc).lower():
+            return "absent"
+        if _no_permission(exc):
+            return "refused"
         raise
-    return True
+    return "yes"
 
 
 def _no_permission(exc: Exception) -> bool:

@@ -11,6 +11,8 @@ next restart).
 from __future__ import annotations
 
 import os
+import re
+import subprocess
 from pathlib import Path
 
 from postbox.errors import StackError
@@ -89,11 +91,19 @@ class LocalRedis:
         admin, consumer = self._passwords()
         if not admin or not consumer:
             raise StackError(f"Redis passwords missing from {self.layout.secrets_file}", fix="run `postbox up` (it generates them)")
-        acl_changed = write_if_changed(self.acl_path, aclfile(admin, consumer, key_patterns()))
+        acl_changed = write_if_changed(self.acl_path, aclfile(admin, consumer, key_patterns(), waitaof=self.has_waitaof()))
         os.chmod(self.acl_path, 0o600)
         conf = render("redis.conf", {"redis_port": self.port, "data_dir": self.layout.redis_dir, "appendfsync": self.appendfsync(),
                                      "aclfile": self.acl_path})
         return write_if_changed(self.config_path, conf) or acl_changed
+
+    def has_waitaof(self) -> bool:
+        """Whether this stack's redis-server has WAITAOF (Redis 7.2+, any Valkey): from its
+        ``--version``, before it runs, since its ACL file must not name a command it lacks."""
+        if self.redis_server is None:
+            return False
+        done = subprocess.run([str(self.redis_server), "--version"], capture_output=True, text=True, timeout=10)
+        return server_has_waitaof(done.stdout)
 
     def start(self) -> str:
         if self.running():
@@ -136,3 +146,13 @@ class LocalRedis:
 
     def kill(self) -> bool:
         return self.process.kill()
+
+
+def server_has_waitaof(version_line: str) -> bool:
+    """``Redis server v=7.2.4 ...`` → True; 7.0 → False; a Valkey server (its v= is its own, 7.2
+    compatible from its first release) → True."""
+    match = re.search(r"\bv=(\d+)\.(\d+)", version_line)
+    if match is None:
+        return False
+    major, minor = int(match.group(1)), int(match.group(2))
+    return "Valkey" in version_line or (major, minor) >= (7, 2)
