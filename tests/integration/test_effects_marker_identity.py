@@ -115,8 +115,12 @@ def test_redelivery_with_changed_effects_is_a_duplicate_and_changes_nothing(own_
         again = engine.apply_one(event_ref(event), build(second, aggregate, other))
         assert again.duplicate, (first, second, again)
         assert snapshot(client, patterns) == before
-        markers = [k for k in before if b":seen:" in k]
-        assert markers == [engine.marker_key(event_ref(event))]  # one marker, the event's
+        markers = set(client.scan_iter(match=f"*:seen:*{event.id}", count=1000))
+        # the event's marker, and during the upgrade transition the previous release's beside it
+        # (not for a group holding ':', whose legacy key another group's event could spell)
+        legacy = engine.legacy_marker_key(event_ref(event), build(first, aggregate, other))
+        expected = {engine.marker_key(event_ref(event))} | ({legacy} if ":" not in group else set())
+        assert markers == expected
     finally:
         client.close()
 

@@ -574,7 +574,7 @@ class EffectsEngine:
         check's common case decided inline: a method call per event, and the attribute lookups in
         it, cost ~0.3 µs of the apply worker's GIL-holding time per event."""
         layout, cluster, check_slot, strict = self.layout, self.cluster, self.cluster or self.strict_slots, self.strict_slots
-        marker_in, failures_in = layout.marker_in, layout.failures_in
+        marker_in, failures_in, legacy_writable = layout.marker_in, layout.failures_in, layout.legacy_writable
         shared_failures = None if layout.slot_aligned else failures_in(b"")  # one stream for the group: asked once
         # The legacy key is the current marker for an event keyed under its own routing tag
         # (aggregate_keys) when the group needs no escaping: see _legacy_marker.
@@ -603,7 +603,7 @@ class EffectsEngine:
                 size = effects._size + 2 * len(marker) + len(eid)
             else:
                 legacy = self._legacy_marker(eid, keys, tag, marker, slot)
-                shape = b"-" if legacy is None else b"l"
+                shape = b"-" if legacy is None else b"w" if legacy_writable(eid) else b"l"
                 size = effects._size + 2 * len(marker) + len(eid) + (len(legacy) if legacy else 0)
             add(_new_event(_Event, (
                 index, eid, effects, marker, legacy, shared_failures or failures_in(tag), slot if cluster else 0,

@@ -197,8 +197,10 @@ class KeyLayout:
     - dedupe marker: ``<ns>:{<tag>}:seen:<escaped group>:<event id>`` (string ``1``, TTL = marker
       TTL); ``<tag>`` is :func:`tag_text` of the event's routing tag, the group escaped by
       :func:`escape_group` (the id is last, so it may hold anything).
-    - legacy marker (read only, during the upgrade transition):
-      ``<ns>:{<legacy anchor>}:seen:<group>:<event id>``, see :func:`legacy_anchor`.
+    - legacy marker (during the upgrade transition):
+      ``<ns>:{<legacy anchor>}:seen:<group>:<event id>``, see :func:`legacy_anchor`. Read before
+      the marker; written beside it only where :meth:`legacy_writable` (the unescaped group and
+      the id could otherwise spell another group's key, as they did in the previous release).
     - failure stream: ``<ns>:failures:<group>`` on a single server (one stream to read), or
       ``<ns>:{<tag>}:failures:<group>`` when ``slot_aligned`` (Redis Cluster: it must share the
       event's slot); capped with MAXLEN ~ and expiring after the marker TTL without failures.
@@ -214,6 +216,7 @@ class KeyLayout:
         self._escaped_group = escape_group(self.group)
         #: The group needs no escaping: its legacy marker is the current one when the tags agree.
         self.group_unescaped = self._escaped_group == self.group
+        self._group_colon_free = b":" not in self.group
         self.slot_aligned = slot_aligned
         self._shared_failures = b"%s:failures:%s" % (self.namespace, self.group)
         self._marker_head = b"%s:{" % self.namespace
@@ -231,6 +234,13 @@ class KeyLayout:
     def legacy_marker(self, event_id: bytes, anchor: bytes) -> bytes:
         """The marker key of the legacy layout (``anchor`` from :func:`legacy_anchor`)."""
         return b"%s:{%s}:seen:%s:%s" % (self.namespace, anchor, self.group, event_id)
+
+    def legacy_writable(self, event_id: bytes) -> bool:
+        """Whether this release may write the event's legacy marker too: neither the group nor
+        the id holds ``:``, so ``<group>:<event id>`` splits one way only and no other group's
+        event can read the key as its own (group ``a:b`` with id ``c`` and group ``a`` with id
+        ``b:c`` spell the same legacy key)."""
+        return self._group_colon_free and b":" not in event_id
 
     def marker_pattern(self, event_id: bytes) -> bytes:
         """A SCAN pattern matching the event's marker under any tag (current layout)."""

@@ -27,8 +27,8 @@
 --                    failures_per_event ("1": each event names its own stream; Redis Cluster),
 --                    shape_count, shape...
 --         shape:     "<flags> <op> <key_count> <arg_count> <op> <key_count> <arg_count> ..." for
---                    each command of an event, flags "l" (a legacy marker key follows the marker)
---                    or "-"; the events of one handler share one, so each is parsed once a call
+--                    each command of an event, flags "l" (a legacy marker key follows the marker),
+--                    "w" (one follows, to be written too when the event is applied) or "-"; the events of one handler share one, so each is parsed once a call
 --         per event: shape_index (1-based), event_id, then the arguments of each of its commands
 --   Values only ever travel in ARGV; no value is part of this source.
 --
@@ -38,7 +38,11 @@
 --                 in the slot of the event's routing tag (its aggregate, or the handler's
 --                 routing key); the effect keys must be in that slot on Redis Cluster.
 --   legacy marker <ns>:{<first effect key's tag, or the event id>}:seen:<group>:<event id>
---                 the layout before the identity change, only read (upgrade transition).
+--                 the layout before the identity change (upgrade transition): read before the
+--                 marker and, with flag "w", written beside it when the event is applied, so a
+--                 member still on the previous release (a rolling deploy, a rollback) meets it and
+--                 takes the redelivered event for a duplicate. The client asks for the write only
+--                 where the key is unambiguous (neither the group nor the event id holds ':').
 --   failures      <ns>:failures:<group> (single server) or <ns>:{<routing tag>}:failures:<group>
 --
 -- Duplicates under WAITAOF: WAITAOF waits for the writes of its own connection only. With
@@ -506,11 +510,13 @@ OPS.call = function(k, nk, a, n)
 end
 
 -- One event shape (ARGV in the header): "<flags> <op> <key count> <arg count> ..." with flags "l"
--- (a legacy marker key follows the marker) or "-". Parsed once per call into its commands and
+-- (a legacy marker key follows the marker), "w" (one follows and is written too) or "-". Parsed once per call into its commands and
 -- how many KEYS and ARGV the event takes; `calls`: it runs a user function (see claim()).
 local function parse_shape(text)
     local shape = { ops = {}, nkeys = {}, nargs = {}, count = 0, keys = 0, args = 0, calls = false }
-    shape.legacy = string.sub(text, 1, 1) == "l"
+    local flag = string.sub(text, 1, 1)
+    shape.legacy = flag == "l" or flag == "w"
+    shape.write_legacy = flag == "w"
     for op, nk, n in string.gmatch(text, " (%S+) (%d+) (%d+)") do
         local c = shape.count + 1
         shape.count = c
@@ -688,6 +694,9 @@ for e = 1, event_count do
     elseif not failed then
         if not claimed then
             redis.call("SET", marker, "1", "PX", marker_ttl_ms)
+        end
+        if shape.write_legacy then
+            redis.call("SET", legacy, "1", "PX", marker_ttl_ms) -- what the previous release reads
         end
         codes[e] = 1
     else
