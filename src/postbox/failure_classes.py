@@ -19,6 +19,7 @@ class                       kind       meaning
 ``<ExceptionName>``         permanent  the handler raised an error that is permanent at once
 ``HandlerError:<Name>``     permanent  the handler kept raising ``<Name>`` after its retries
 ``EffectFailed:<CODE>``     permanent  a command of the effect failed (``WRONGTYPE``, ...)
+``RetriesSpent:<reason>``   permanent  a transient failure outlasted the retry budget
 ``Transient:<reason>``      transient  retried with backoff, never committed past
 ==========================  =========  ==================================================
 """
@@ -78,6 +79,11 @@ def handler_gave_up(exc: BaseException) -> str:
 def handler_refused(exc: BaseException) -> str:
     """A handler error that is permanent at once (``InvalidEffectError``, a 4xx answer...)."""
     return type(exc).__name__
+
+
+def retries_spent(reason: str) -> str:
+    """A record still failing transiently (``reason``: the exception) when its retry budget ran out."""
+    return f"RetriesSpent:{reason}"
 
 
 def effect_failed(code: str) -> str:

@@ -133,3 +133,70 @@ def test_invoker_gathers_async_handlers_on_its_one_loop_and_retries_in_place():
         assert sorted(retried) == [1, 1]
     finally:
         invoker.runner.close()
+
+
+# -- exceptions outside Exception ---------------------------------------------------------------
+
+
+def exits(event, fx: Effects) -> None:
+    raise SystemExit(3)  # a library calling sys.exit() inside the handler
+
+
+def cancelled_inside(event, fx: Effects) -> None:
+    raise asyncio.CancelledError()  # e.g. a client library cancelling its own request
+
+
+async def awaits_a_cancelled_task(event, fx: Effects) -> None:
+    task = asyncio.get_running_loop().create_future()
+    task.cancel()
+    await task  # raises CancelledError in the handler; the consumer's task itself is not cancelled
+
+
+def test_a_handler_raising_systemexit_fails_its_event_and_does_not_stop_the_consumer():
+    """It escaped the invoker (``except Exception``): the loop died on that record at every restart."""
+    invoker, retried = _invoker(retries=2)
+    try:
+        outcome = invoker.call(exits, "tests.exits", make_event("E"))
+        assert isinstance(outcome, HandlerFailed) and outcome.failure.kind == classes.PERMANENT
+        assert "SystemExit" in outcome.failure.error_class and "exit" in outcome.failure.error
+        assert retried == []  # exiting again will not help: dead-lettered at once
+    finally:
+        invoker.runner.close()
+
+
+@pytest.mark.parametrize("handler", [cancelled_inside, awaits_a_cancelled_task])
+def test_a_cancellation_raised_by_the_handler_is_its_failure(handler):
+    invoker, retried = _invoker(retries=1)
+    try:
+        outcome = invoker.call(handler, "tests.cancels", make_event("E"))
+        assert isinstance(outcome, HandlerFailed) and outcome.failure.kind == classes.PERMANENT
+        assert "CancelledError" in outcome.failure.error_class
+        assert retried == [1]  # like any unclassified error: retried in place first
+        gathered = invoker.gather([(awaits_a_cancelled_task, "c", make_event("E"), ()), (async_handler, "ok", make_event("E"), ())])
+        assert isinstance(gathered[0], HandlerFailed) and isinstance(gathered[1], Effects)
+    finally:
+        invoker.runner.close()
+
+
+def test_keyboard_interrupt_and_the_consumers_own_cancellation_still_stop_it():
+    invoker, _ = _invoker(retries=1)
+
+    def interrupted(event, fx: Effects) -> None:
+        raise KeyboardInterrupt
+
+    async def waits(event, fx: Effects) -> None:
+        await asyncio.sleep(30)
+
+    async def cancel_the_batch() -> None:
+        job = asyncio.ensure_future(invoker._call_async(waits, "waits", make_event("E"), ()))
+        await asyncio.sleep(0.01)
+        job.cancel()  # the consumer stopping: the batch's task is cancelled from outside
+        await job
+
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            invoker.call(interrupted, "interrupted", make_event("E"))
+        with pytest.raises(asyncio.CancelledError):
+            asyncio.run(cancel_the_batch())
+    finally:
+        invoker.runner.close()

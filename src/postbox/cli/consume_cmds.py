@@ -34,6 +34,8 @@ def consume(
     batch_size: Optional[int] = typer.Option(None, "--batch-size", help="records per batch (POSTBOX_BATCH_SIZE, default 500)"),
     batch_wait_ms: Optional[int] = typer.Option(None, "--batch-wait-ms", help="longest wait to fill a batch (POSTBOX_BATCH_WAIT_MS, default 5)"),
     handler_retries: Optional[int] = typer.Option(None, "--handler-retries", help="in-place retries of a raising handler (POSTBOX_HANDLER_RETRIES, default 2)"),
+    transient_retry_attempts: Optional[int] = typer.Option(None, "--transient-retry-attempts", help="dead-letter a record still failing transiently after this many attempts (POSTBOX_TRANSIENT_RETRY_ATTEMPTS, default 0: retried for ever)"),
+    transient_retry_timeout: Optional[str] = typer.Option(None, "--transient-retry-timeout", help="dead-letter a record still failing transiently this long after its first failure, e.g. 1h (POSTBOX_TRANSIENT_RETRY_TIMEOUT, default: for ever)"),
     backoff_base_ms: Optional[int] = typer.Option(None, "--backoff-base-ms", help="first transient-retry delay (POSTBOX_BACKOFF_BASE_MS, default 200)"),
     backoff_max_ms: Optional[int] = typer.Option(None, "--backoff-max-ms", help="longest transient-retry delay (POSTBOX_BACKOFF_MAX_MS, default 30000)"),
     marker_ttl: Optional[str] = typer.Option(None, "--marker-ttl", help="dedupe marker lifetime, e.g. 8d (POSTBOX_MARKER_TTL)"),
@@ -73,6 +75,7 @@ def consume(
         app=app, settings=settings,
         group=group, topics=topics, kafka_bootstrap=kafka_bootstrap, redis_url=redis_url,
         batch_size=batch_size, batch_wait_ms=batch_wait_ms, handler_retries=handler_retries,
+        transient_retry_attempts=transient_retry_attempts, transient_retry_timeout=transient_retry_timeout,
         backoff_base_ms=backoff_base_ms, backoff_max_ms=backoff_max_ms, marker_ttl=marker_ttl,
         metrics_port=metrics_port if window is None else metrics_port or 0,  # a window: only its own flag (module docs)
         metrics_host=metrics_host, log_format=log_format, log_level=log_level, log_stderr=log_stderr,

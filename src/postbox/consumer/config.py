@@ -21,6 +21,7 @@ from postbox.durations import parse_duration as _parse_duration_text
 from postbox import kafka_config
 from postbox.consumer import instance
 from postbox.consumer.logs import LOG_STDERR
+from postbox.consumer.retry_budget import RetryBudget
 from postbox.effects.engine import DEFAULT_MARKER_TTL
 from postbox.errors import ConfigError
 from postbox.kafka_config import KafkaProperties
@@ -63,6 +64,10 @@ class ConsumerConfig:
     batch_wait_ms: int = 5
     #: In-place retries of a raising handler before the event is dead-lettered (0 = none).
     handler_retries: int = 2
+    #: A record failing transiently is dead-lettered after this many attempts (0: retried for ever).
+    transient_retry_attempts: int = 0
+    #: ... or once this long has passed since its first failure (None: for ever).
+    transient_retry_timeout: timedelta | None = None
     #: Exponential backoff of transient failures: first delay and cap (ms); full jitter in [d/2, d].
     backoff_base_ms: int = 200
     backoff_max_ms: int = 30_000
@@ -171,6 +176,9 @@ class ConsumerConfig:
         self._range("batch_size", 1, 100_000)
         self._range("batch_wait_ms", 0, 60_000)
         self._range("handler_retries", 0, 100)
+        self._range("transient_retry_attempts", 0, 1_000_000)
+        if self.transient_retry_timeout is not None and self.transient_retry_timeout <= timedelta(0):
+            self._fail("transient_retry_timeout", self.transient_retry_timeout, "a positive duration such as 10m, 1h or 500ms")
         self._range("backoff_base_ms", 1, 3_600_000)
         self._range("backoff_max_ms", self.backoff_base_ms, 3_600_000)
         self._range("metrics_port", 0, 65535)
@@ -192,6 +200,11 @@ class ConsumerConfig:
             self._fail("schemas_dir", self.schemas_dir, "an existing folder of .avsc files")
         Settings(kafka_bootstrap=self.kafka_bootstrap, redis_url=self.redis_url).validate()
         self.kafka_client_configs()
+
+    @property
+    def retry_budget(self) -> RetryBudget:
+        """The retry budget of a record failing transiently (:mod:`postbox.consumer.retry_budget`)."""
+        return RetryBudget(self.transient_retry_attempts or None, self.transient_retry_timeout)
 
     def kafka_client_configs(self, client_id: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
         """The librdkafka configurations of the group consumer and of the dead-letter producer;
@@ -268,7 +281,7 @@ _MISSING = {
 
 def _convert(name: str, raw: Any, source: str) -> Any:
     """Turn a flag or variable value into the field's type; ConfigError names ``source``."""
-    ints = {"batch_size", "batch_wait_ms", "handler_retries", "backoff_base_ms", "backoff_max_ms",
+    ints = {"batch_size", "batch_wait_ms", "handler_retries", "transient_retry_attempts", "backoff_base_ms", "backoff_max_ms",
             "metrics_port", "session_timeout_ms", "max_poll_interval_ms"}  # fmt: skip
     try:
         if name == "topics":
@@ -286,7 +299,7 @@ def _convert(name: str, raw: Any, source: str) -> Any:
             if not re.fullmatch(r"-?\d+", text):
                 raise ValueError("not a whole number")
             return int(text)
-        if name == "marker_ttl":
+        if name in ("marker_ttl", "transient_retry_timeout"):
             return parse_duration(raw)
         if name in ("require_durable", "legacy_markers"):
             return parse_bool(raw)
@@ -300,6 +313,7 @@ def _convert(name: str, raw: Any, source: str) -> Any:
     except ValueError as exc:
         expected = {
             "marker_ttl": "a duration such as 691200, 8d, 36h or 90m",
+            "transient_retry_timeout": "a duration such as 10m, 1h, 30s or 500ms",
             "require_durable": "true or false",
             "legacy_markers": "true or false",
             "topics": "comma-separated topic names",

@@ -13,7 +13,8 @@ first match wins:
 3. an HTTP error carrying its response (``httpx.HTTPStatusError``, ``requests.HTTPError``) →
    transient for 408, 425, 429, 500, 502, 503, 504, permanent for any other status;
 4. :class:`~postbox.errors.InvalidEffectError` and :class:`~postbox.errors.DecodeError` →
-   permanent at once (the handler described something that can never be applied);
+   permanent at once (the handler described something that can never be applied), and so is
+   ``SystemExit`` (a handler that exits will exit again);
 5. connection and timeout errors: built-in ``ConnectionError``, ``TimeoutError``, ``OSError``
    (except the file-system ones below, which do not heal by waiting), redis-py's, httpx's
    ``TransportError`` family → transient;
@@ -57,7 +58,7 @@ def classify(exc: BaseException, declared_transient: tuple[type[BaseException], 
     status = _http_status(exc)
     if status is not None:
         return Verdict.TRANSIENT if status in TRANSIENT_HTTP_STATUS else Verdict.RETRY_IN_PLACE
-    if isinstance(exc, (InvalidEffectError, DecodeError)):
+    if isinstance(exc, (InvalidEffectError, DecodeError, SystemExit)):
         return Verdict.PERMANENT
     if _is_transport_failure(exc):
         return Verdict.TRANSIENT

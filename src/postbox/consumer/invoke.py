@@ -202,7 +202,9 @@ class Invoker:
                     if pending is not None:
                         self.runner.run(pending)
                 return fx
-            except Exception as exc:  # noqa: BLE001 - every handler error is classified
+            except BaseException as exc:  # noqa: BLE001 - every handler error is classified
+                if not raised_by_handler(exc):
+                    raise
                 failed = self._failed(name, event, exc, attempt, transient)
                 if failed is not None:
                     return failed
@@ -231,21 +233,24 @@ class Invoker:
                 if pending is not None:
                     await pending
                 return fx
-            except Exception as exc:  # noqa: BLE001
+            except BaseException as exc:  # noqa: BLE001
+                if not raised_by_handler(exc):
+                    raise
                 failed = self._failed(name, event, exc, attempt, transient)
                 if failed is not None:
                     return failed
             await asyncio.sleep(self.backoff.delay(attempt) / 4)
 
-    def _failed(self, name: str, event: Event, exc: Exception, attempt: int,
+    def _failed(self, name: str, event: Event, exc: BaseException, attempt: int,
                 transient: tuple[type[BaseException], ...]) -> HandlerFailed | None:
         """The verdict on attempt ``attempt``'s exception: None to retry in place."""
         verdict = classify(exc, transient)
-        text = f"{type(exc).__name__}: {one_line(str(exc))}"
+        said = _said(exc)
+        text = f"{type(exc).__name__}: {said}"
         if verdict is Verdict.TRANSIENT:
             return HandlerFailed(Failure(classes.transient(type(exc).__name__), f"{name} raised {text}", attempt, kind=classes.TRANSIENT))
         if verdict is Verdict.PERMANENT:
-            return HandlerFailed(Failure(classes.handler_refused(exc), f"{name}: {one_line(str(exc))}", attempt), exc)
+            return HandlerFailed(Failure(classes.handler_refused(exc), f"{name}: {said}", attempt), exc)
         if attempt <= self.retries:
             if self.on_retry is not None:
                 self.on_retry(name, event, exc, attempt)
@@ -253,4 +258,29 @@ class Invoker:
         return HandlerFailed(Failure(classes.handler_gave_up(exc), f"{name} raised {text} (after {attempt} attempt(s))", attempt), exc)
 
 
-__all__ = ["HandlerFailed", "HandlerResultError", "Invoker", "Job", "Outcome", "check_result", "handler_name", "run", "run_awaitable", "start"]
+def raised_by_handler(exc: BaseException) -> bool:
+    """Whether ``exc`` is the handler's failure (its event's verdict), not the consumer stopping.
+
+    Any ``Exception``; ``SystemExit`` (a library calling ``sys.exit()`` inside the handler: one
+    record must not end the process at every restart); a ``CancelledError`` the handler's own
+    code raised (a client cancelling its request). Not: ``KeyboardInterrupt``, and a cancellation
+    of the consumer's own task (``Task.cancelling()``: the batch is being stopped from outside)."""
+    if isinstance(exc, (Exception, SystemExit)):
+        return True
+    if isinstance(exc, asyncio.CancelledError):
+        try:
+            task = asyncio.current_task()
+        except RuntimeError:  # no running loop: a sync handler raised it
+            return True
+        return task is None or task.cancelling() == 0
+    return False
+
+
+def _said(exc: BaseException) -> str:
+    """What the failure says of ``exc`` (one line; an exit names what it did)."""
+    if isinstance(exc, SystemExit):
+        return f"exited (SystemExit({exc.code!r})): a handler must not end the consumer's process"
+    return one_line(str(exc))
+
+
+__all__ = ["HandlerFailed", "HandlerResultError", "Invoker", "Job", "Outcome", "check_result", "handler_name", "raised_by_handler", "run", "run_awaitable", "start"]

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from postbox.consumer.dlq_record import Failure
+from postbox.consumer.retry_budget import Streak
 
 
 @dataclass(eq=False)
@@ -31,6 +32,8 @@ class PartitionState:
     resume_offset: int | None = None
     #: Consecutive transient failures (backoff exponent); 0 after a finished batch.
     failures: int = 0
+    #: The transient failures of the record the partition is stopped at (its retry budget).
+    streak: Streak | None = None
     last_error: str = ""
     #: Records whose effect failed after later records of the partition were applied and whose
     #: dead letter is not acknowledged yet: offset → verdict, dead-lettered on the retry without

@@ -45,11 +45,12 @@ from postbox.codec import EventHeaders
 from postbox.consumer.app import Route
 from postbox.consumer.batch import DEFAULT_HELD_LIMIT, Batch, Fate, Position
 from postbox.consumer.blocks import Blocks, TopicPartitionKey
+from postbox.consumer.retry_budget import UNLIMITED, RetryBudget
 from postbox.consumer.deadletter import DeadLetters
 from postbox.consumer.decoding import Decoder
 from postbox.consumer.dlq_record import Failure, Origin
 from postbox.consumer.fencing import is_fence
-from postbox.consumer.invoke import HandlerFailed, Invoker, Job, Outcome
+from postbox.consumer.invoke import HandlerFailed, Invoker, Job
 from postbox.consumer import tracing
 from postbox.consumer.logs import event_context, log_event
 from postbox.consumer.metrics import Metrics
@@ -139,8 +140,11 @@ class Pipeline:
 
     def __init__(self, *, group: str, engine: EffectsEngine, invoker: Invoker, partitions: Partitions, metrics: Metrics,
                  decoder: Decoder, require_durable: bool, on_kafka_error: Callable[[KafkaError], None],
-                 held_limit: int = DEFAULT_HELD_LIMIT, carry_delay_s: float = 0.2, observer: Observer | None = None) -> None:
+                 held_limit: int = DEFAULT_HELD_LIMIT, carry_delay_s: float = 0.2, observer: Observer | None = None,
+                 retry_budget: RetryBudget = UNLIMITED) -> None:
         self.group = group
+        #: How long one record may fail transiently before it is dead-lettered (default: for ever).
+        self.retry_budget = retry_budget
         self.engine = engine
         self.invoker = invoker
         self.partitions = partitions
@@ -258,12 +262,30 @@ class Pipeline:
                 continue
             outcome = call(route.handler, route.name, event, route.transient)
             if isinstance(outcome, HandlerFailed):
-                _settle_handler(item, outcome, blocks)
+                self._settle_failed(item, outcome, blocks)
             else:
                 item.fx = outcome  # the common case, without a call
         if pending:
             for (item, _), outcome in zip(pending, self.invoker.gather([job for _, job in pending])):
-                _settle_handler(item, outcome, blocks)
+                if isinstance(outcome, HandlerFailed):
+                    self._settle_failed(item, outcome, blocks)
+                else:
+                    item.fx = outcome
+
+    def _settle_failed(self, item: Item, outcome: HandlerFailed, blocks: Blocks) -> None:
+        """Record a handler's failure: a transient one stops the partition at this record, unless
+        the record has spent its retry budget (then it is dead-lettered like a permanent one)."""
+        failure = outcome.failure
+        if failure.kind == classes.TRANSIENT and self.retry_budget.limited:
+            state = self.partitions.states.get(item.tp)
+            if state is not None:
+                now = time.monotonic()
+                state.streak = self.retry_budget.charge(state.streak, item.offset, now)
+                if self.retry_budget.spent(state.streak, now):
+                    failure = self.retry_budget.give_up(failure, state.streak, now)
+        item.failure, item.exc = failure, outcome.exc
+        if failure.kind == classes.TRANSIENT:
+            blocks.block(item.tp, item.offset, "handler", failure.error)
 
     # -- 2. launch --------------------------------------------------------------------------------------
 
@@ -600,16 +622,6 @@ class Pipeline:
         if err.fatal() and not is_fence(err, True):
             raise KafkaException(err)
         self.on_kafka_error(err)
-
-
-def _settle_handler(item: Item, outcome: Outcome, blocks: Blocks) -> None:
-    """Record a handler's outcome; a transient failure stops the partition at this record."""
-    if not isinstance(outcome, HandlerFailed):
-        item.fx = outcome
-        return
-    item.failure, item.exc = outcome.failure, outcome.exc
-    if outcome.failure.kind == classes.TRANSIENT:
-        blocks.block(item.tp, item.offset, "handler", outcome.failure.error)
 
 
 def _effect_failed(item: Item, result: ApplyResult) -> None:

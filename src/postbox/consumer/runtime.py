@@ -127,7 +127,8 @@ class ConsumerRuntime:
         self.pipeline = Pipeline(group=config.group, engine=engine, invoker=self.invoker, partitions=self.partitions,
                                  metrics=self.metrics, decoder=Decoder(app, None), require_durable=config.require_durable,
                                  on_kafka_error=self._on_kafka_error, held_limit=HELD_PER_BATCH * config.batch_size,
-                                 carry_delay_s=self.backoff.base_s, observer=observer)  # fmt: skip
+                                 carry_delay_s=self.backoff.base_s, observer=observer,
+                                 retry_budget=config.retry_budget)  # fmt: skip
         self.partitions.settle = self._settle_for_handover
         self._last_kafka_error = ("", 0.0)
         #: Set when librdkafka reports a refused login or TLS handshake, or that another process
