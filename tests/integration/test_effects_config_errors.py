@@ -128,3 +128,26 @@ def test_a_refusal_the_function_hides_behind_its_own_message_is_still_the_deploy
     with pytest.raises(EffectConfigError):
         engine.apply_one(ref, Effects().call("hides_refusal", keys=[f"{{cfg:{unique}}}:k"]))
     assert not redis_client.exists(engine.marker_key(ref))
+
+
+def test_an_unexpected_error_reply_stops_instead_of_being_retried_for_ever() -> None:
+    """A server that answers the apply with an error the engine does not know (here EVALSHA
+    renamed away, as some managed offerings do with commands) is not a transient refusal: retrying
+    cannot fix it, so the engine raises EffectEngineError (the consumer stops with it) and
+    nothing of the event was written."""
+    from postbox.errors import EffectEngineError, TransientEffectError
+    from tests.support.redis_servers import RedisServer
+
+    server = RedisServer(config={"rename-command": 'EVALSHA ""'}).start()
+    try:
+        client = server.client()
+        engine = EffectsEngine(client, "cfg-unexpected", functions_dir=None)
+        ref = EventRef.for_aggregate(str(uuid.uuid4()), "cfg", "x")
+        with pytest.raises(EffectEngineError) as stopped:
+            engine.apply([(ref, Effects().incrby(aggregate_keys("cfg", "x")("n"), 1))])
+        assert not isinstance(stopped.value, TransientEffectError)
+        assert "evalsha" in str(stopped.value).lower()
+        assert client.dbsize() == 0
+        client.close()
+    finally:
+        server.stop()
