@@ -18,7 +18,7 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
-from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, scoped_session, sessionmaker
 
 from postbox.errors import NoTransactionError
 from postbox.outbox import AsyncOutbox, NewEvent, Outbox
@@ -70,6 +70,13 @@ def test_session_commits_the_orm_row_and_the_event_together(engine: sa.Engine, b
         session.execute(insert(business, "many"))
         session.commit()
     assert business.committed(admin_conn, "many") == (1, 3)
+
+    scoped = scoped_session(sessionmaker(engine))  # the thread's session, as Flask-SQLAlchemy's db.session
+    OUTBOX.emit(scoped, business.aggregate_type, "scoped", "Happened", {"n": 1})
+    scoped.execute(insert(business, "scoped"))
+    scoped.commit()
+    scoped.remove()
+    assert business.committed(admin_conn, "scoped") == (1, 1)
 
 
 @pytest.mark.parametrize("path", ["rollback", "exception", "savepoint", "closed"])
