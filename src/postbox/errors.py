@@ -93,6 +93,13 @@ class NoTransactionError(OutboxError):
     a transaction block): refused before any SQL, so nothing is written."""
 
 
+class ConnectionTypeError(PostboxError, TypeError):
+    """The writer was handed something it cannot send an event on in the caller's transaction
+    (another driver, SQLite, a pool, an engine, the asyncio kind for the sync writer or the other
+    way round): refused before any SQL, naming what it got and how to get to a supported
+    connection. A ``TypeError``, as for any argument of the wrong type."""
+
+
 class SharedConnectionError(OutboxError):
     """An emit (or ``transaction()``) on a connection that an ``outbox.transaction()`` block of
     another thread or asyncio task holds: refused before any SQL, so nothing is written."""

@@ -14,6 +14,10 @@ or, when the code has no transaction of its own::
         tx.execute("INSERT INTO orders ...", (...))
         tx.emit("order", order_id, "OrderPlaced", {...})
 
+``conn`` may also be what the service holds its transaction on: a SQLAlchemy ``Session`` or
+``Connection`` (``postgresql+psycopg``), Django's ``connection`` inside ``transaction.atomic()``
+(:mod:`postbox.outbox.connection_lookup`; ``AsyncOutbox`` takes an ``AsyncSession``).
+
 The module-level functions use one shared :class:`Outbox` (the project's schemas, the retention
 policy from ``POSTBOX_OUTBOX_RETENTION``); build your own Outbox/AsyncOutbox to choose otherwise.
 """
@@ -28,6 +32,7 @@ from typing import Any, Unpack
 import psycopg
 
 from postbox.outbox.aio import AsyncOutbox, AsyncOutboxTransaction
+from postbox.outbox.connection_lookup import ServiceConnection
 from postbox.outbox.policy import Retention
 from postbox.payloads.instance import EventPayload
 from postbox.outbox.rows import AggregateId, EmitOptions, EmittedEvent, NewEvent
@@ -44,6 +49,7 @@ __all__ = [
     "Outbox",
     "OutboxTransaction",
     "Retention",
+    "ServiceConnection",
     "current_traceparent",
     "default_outbox",
     "emit",
@@ -69,13 +75,14 @@ def default_outbox() -> Outbox:
         return _default
 
 
-def emit(conn: psycopg.Connection[Any], aggregate_type: str, aggregate_id: AggregateId, event_type: str,
+def emit(conn: ServiceConnection, aggregate_type: str, aggregate_id: AggregateId, event_type: str,
          payload: EventPayload, **options: Unpack[EmitOptions]) -> EmittedEvent:
-    """Emit one event in ``conn``'s transaction (see :meth:`Outbox.emit`)."""
+    """Emit one event in ``conn``'s transaction (see :meth:`Outbox.emit`): a psycopg ``Connection``,
+    a SQLAlchemy ``Session``/``Connection`` or Django's connection."""
     return default_outbox().emit(conn, aggregate_type, aggregate_id, event_type, payload, **options)
 
 
-def emit_many(conn: psycopg.Connection[Any], events: Iterable[NewEvent]) -> list[EmittedEvent]:
+def emit_many(conn: ServiceConnection, events: Iterable[NewEvent]) -> list[EmittedEvent]:
     """Emit many events in ``conn``'s transaction (see :meth:`Outbox.emit_many`)."""
     return default_outbox().emit_many(conn, events)
 

@@ -14,6 +14,7 @@ from typing import Any, Unpack
 import psycopg
 from psycopg import sql
 
+from postbox.outbox.connection_lookup import ServiceConnection, async_connection, psycopg_only
 from postbox.outbox.core import AggregateId, EmitOptions, OutboxCore, TransactionHandle
 from postbox.outbox.emit_cursor import async_emit_cursor
 from postbox.outbox.rows import EmittedEvent, NewEvent
@@ -27,24 +28,28 @@ AsyncConnection = psycopg.AsyncConnection[Any]
 class AsyncOutbox(OutboxCore[AsyncConnection]):
     """Writes events into ``postbox.outbox`` on a psycopg ``AsyncConnection`` (see :class:`OutboxCore`)."""
 
-    async def emit(self, conn: AsyncConnection, aggregate_type: str, aggregate_id: AggregateId, event_type: str,
+    async def emit(self, conn: ServiceConnection, aggregate_type: str, aggregate_id: AggregateId, event_type: str,
                    payload: EventPayload, **options: Unpack[EmitOptions]) -> EmittedEvent:
-        """Awaitable :meth:`Outbox.emit <postbox.outbox.writer.Outbox.emit>`."""
+        """Awaitable :meth:`Outbox.emit <postbox.outbox.writer.Outbox.emit>`: ``conn`` is a psycopg
+        ``AsyncConnection`` or a SQLAlchemy ``AsyncSession``/``AsyncConnection``."""
         plan = self.plan_emit(aggregate_type, aggregate_id, event_type, payload, options)
-        await self._send(conn, plan.statements)
+        raw = conn if isinstance(conn, psycopg.AsyncConnection) else await async_connection(conn)
+        await self._send(raw, plan.statements)
         return plan.events[0]
 
-    async def emit_many(self, conn: AsyncConnection, events: Iterable[NewEvent]) -> list[EmittedEvent]:
+    async def emit_many(self, conn: ServiceConnection, events: Iterable[NewEvent]) -> list[EmittedEvent]:
         """Awaitable :meth:`Outbox.emit_many <postbox.outbox.writer.Outbox.emit_many>`."""
         plan = self.plan_many(events)
+        raw = conn if isinstance(conn, psycopg.AsyncConnection) else await async_connection(conn)
         if plan.statements:
-            await self._send(conn, plan.statements)
+            await self._send(raw, plan.statements)
         return plan.events
 
-    async def execute_and_emit(self, conn: AsyncConnection, query: str | sql.Composable, params: Sequence[Any] | None,
+    async def execute_and_emit(self, conn: ServiceConnection, query: str | sql.Composable, params: Sequence[Any] | None,
                                aggregate_type: str, aggregate_id: AggregateId, event_type: str, payload: EventPayload,
                                **options: Unpack[EmitOptions]) -> tuple[psycopg.AsyncCursor[Any], EmittedEvent]:
         """Awaitable :meth:`Outbox.execute_and_emit <postbox.outbox.writer.Outbox.execute_and_emit>`."""
+        conn = conn if isinstance(conn, psycopg.AsyncConnection) else await async_connection(conn)  # first: a Composable query is rendered with it
         text = query if isinstance(query, str) else query.as_string(conn)
         plan = self.plan_folded(text, params, aggregate_type, aggregate_id, event_type, payload, options)
         first, *more = plan.statements
@@ -81,6 +86,8 @@ class AsyncOutbox(OutboxCore[AsyncConnection]):
         self, conn: AsyncConnection | None = None, *, pipeline: bool = True
     ) -> AsyncIterator["AsyncOutboxTransaction"]:
         """Awaitable :meth:`Outbox.transaction <postbox.outbox.writer.Outbox.transaction>`."""
+        if conn is not None:
+            psycopg_only(conn, asynchronous=True)
         conn = conn if conn is not None else await self._own_connection()
         shared = async_guard(conn)
         shared.refuse_outsider()

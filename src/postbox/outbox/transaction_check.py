@@ -40,16 +40,23 @@ def in_transaction_block(conn: Any) -> bool:
     return False
 
 
-def require_transaction(conn: Any) -> None:
-    """Raise :class:`NoTransactionError` unless an emit on ``conn`` joins a caller's transaction."""
+#: The fix on plain psycopg; the framework adapters (:mod:`postbox.outbox.connection_lookup`) name their own.
+PSYCOPG_FIX = (
+    "emit inside `with conn.transaction():` (or `async with conn.transaction():`), use "
+    "`outbox.transaction()`, or open the connection with autocommit=False and commit yourself"
+)
+
+
+def require_transaction(conn: Any, fix: str = PSYCOPG_FIX) -> None:
+    """Raise :class:`NoTransactionError` unless an emit on ``conn`` joins a caller's transaction;
+    ``fix`` says how to open one with what the caller holds (psycopg, SQLAlchemy, Django)."""
     if in_transaction_block(conn):
         return
     raise NoTransactionError(
         "emit on an autocommit connection outside a transaction block: the event would commit on "
         "its own, apart from the business change it belongs to (nothing was written)",
-        fix="emit inside `with conn.transaction():` (or `async with conn.transaction():`), use "
-        "`outbox.transaction()`, or open the connection with autocommit=False and commit yourself",
+        fix=fix,
     )
 
 
-__all__ = ["in_transaction_block", "require_transaction"]
+__all__ = ["PSYCOPG_FIX", "in_transaction_block", "require_transaction"]

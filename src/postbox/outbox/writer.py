@@ -15,6 +15,7 @@ from typing import Any, Unpack
 import psycopg
 from psycopg import sql
 
+from postbox.outbox.connection_lookup import ServiceConnection, psycopg_only, sync_connection
 from postbox.outbox.core import AggregateId, EmitOptions, OutboxCore, TransactionHandle
 from postbox.outbox.emit_cursor import emit_cursor
 from postbox.outbox.rows import EmittedEvent, NewEvent
@@ -28,25 +29,30 @@ Connection = psycopg.Connection[Any]
 class Outbox(OutboxCore[Connection]):
     """Writes events into ``postbox.outbox`` on a psycopg ``Connection`` (see :class:`OutboxCore`)."""
 
-    def emit(self, conn: Connection, aggregate_type: str, aggregate_id: AggregateId, event_type: str,
+    def emit(self, conn: ServiceConnection, aggregate_type: str, aggregate_id: AggregateId, event_type: str,
              payload: EventPayload, **options: Unpack[EmitOptions]) -> EmittedEvent:
-        """Write one event in ``conn``'s current transaction; returns its id and topic."""
+        """Write one event in ``conn``'s current transaction; returns its id and topic. ``conn`` is a
+        psycopg ``Connection`` or what the service holds its transaction on (a SQLAlchemy Session,
+        Django's connection: :mod:`postbox.outbox.connection_lookup`), looked up after the payload
+        is checked."""
         plan = self.plan_emit(aggregate_type, aggregate_id, event_type, payload, options)
-        self._send(conn, plan.statements)
+        self._send(sync_connection(conn), plan.statements)
         return plan.events[0]
 
-    def emit_many(self, conn: Connection, events: Iterable[NewEvent]) -> list[EmittedEvent]:
+    def emit_many(self, conn: ServiceConnection, events: Iterable[NewEvent]) -> list[EmittedEvent]:
         """Write many events in ``conn``'s current transaction, in order (:meth:`OutboxCore.plan_many`)."""
         plan = self.plan_many(events)
+        raw = sync_connection(conn)
         if plan.statements:
-            self._send(conn, plan.statements)
+            self._send(raw, plan.statements)
         return plan.events
 
-    def execute_and_emit(self, conn: Connection, query: str | sql.Composable, params: Sequence[Any] | None,
+    def execute_and_emit(self, conn: ServiceConnection, query: str | sql.Composable, params: Sequence[Any] | None,
                          aggregate_type: str, aggregate_id: AggregateId, event_type: str, payload: EventPayload,
                          **options: Unpack[EmitOptions]) -> tuple[psycopg.Cursor[Any], EmittedEvent]:
         """Run ``query`` with the event's INSERT folded into it (:meth:`OutboxCore.plan_folded`);
         returns the cursor holding the query's results, and the event."""
+        conn = sync_connection(conn)  # first: a Composable query is rendered with it
         text = query if isinstance(query, str) else query.as_string(conn)
         plan = self.plan_folded(text, params, aggregate_type, aggregate_id, event_type, payload, options)
         statements = plan.statements
@@ -84,6 +90,8 @@ class Outbox(OutboxCore[Connection]):
     def transaction(self, conn: Connection | None = None, *, pipeline: bool = True) -> Iterator["OutboxTransaction"]:
         """One database transaction holding business statements and events: commits when the block
         ends, rolls back if it raises; pipelined unless ``pipeline=False`` (:mod:`postbox.outbox.core`)."""
+        if conn is not None:
+            psycopg_only(conn, asynchronous=False)
         conn = conn if conn is not None else self._own_connection()
         shared = guard(conn)
         shared.refuse_outsider()
