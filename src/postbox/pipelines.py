@@ -149,9 +149,9 @@ def check_name(name: str, where: str) -> None:
     """Raise a ConfigError naming ``where`` unless ``name`` is a legal pipeline name."""
     if not isinstance(name, str) or not _NAME.match(name):
         raise ConfigError(
-            f"{where} is not a pipeline name: use {ALLOWED}",
-            fix=f"pick a name of {ALLOWED}, starting with a letter (e.g. billing); it names the replication "
-                f"slot {DEFAULT_SCHEMA}_<name>_outbox, whose name PostgreSQL restricts to these characters",
+            f"{where} is not a pipeline name: use {ALLOWED}, starting with a letter",
+            fix=f"e.g. billing: the name becomes part of the replication slot's ({DEFAULT_SCHEMA}_<name>_outbox), "
+                "which PostgreSQL restricts to lower-case letters, digits and _",
         )
 
 

@@ -46,7 +46,7 @@ def test_a_bad_name_is_refused_naming_the_value_the_setting_and_the_allowed_char
     with pytest.raises(ConfigError) as env:
         Pipeline.parse(None, environ={ENV: bad})
     assert ENV in env.value.message and repr(bad) in env.value.message
-    assert "starting with a letter" in (env.value.fix or "")
+    assert "starting with a letter" in env.value.message and "e.g. billing" in (env.value.fix or "")
 
 
 @given(NAMES, NAMES)

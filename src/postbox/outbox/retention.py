@@ -307,7 +307,7 @@ def become_owner(conn: psycopg.Connection[Any], pipeline: Pipeline = DEFAULT) ->
         raise RetentionError("role postbox_owner does not exist in this cluster", fix=f"run `postbox db init{pipeline.flag}` first") from exc
     exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (pipeline.table,)).fetchone()
     if not exists or not exists[0]:
-        raise RetentionError(f"no {pipeline.table} in database {conn.info.dbname!r} ({pipeline.describe()})",
+        raise RetentionError(f"no {pipeline.table} in database {conn.info.dbname!r}: pipeline {pipeline.name} is not set up there",
                              fix=f"run `postbox db init{pipeline.flag}` first, or name the pipeline this database holds (--pipeline)")
 
 
