@@ -266,3 +266,39 @@ def test_two_services_one_cluster_deliver_independently_and_a_paused_one_holds_b
             runtime.thread.join(30)
         redis.close()
         server.stop()
+
+
+def test_two_pipelines_side_by_side_in_one_database_keep_apart(admin_database_url: str, settings, unique: str) -> None:
+    """Two services in one database: each `db init --pipeline` makes its own schema (outbox,
+    partitions, retention bookkeeping, deliverability domains) and publication, again idempotently;
+    each writer writes its own table only, and retention of one never touches the other's."""
+    database = f"pbsvc_one{unique}"
+    with psycopg.connect(admin_database_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
+    admin = make_conninfo(admin_database_url, dbname=database)
+    first, second = Pipeline.parse(None, environ={}), Pipeline(f"side{unique}")
+    try:
+        for pipeline in (first, second):
+            lines = init_database(admin, app_password=None, cdc_password=None, pipeline=pipeline)
+            assert f"created publication {pipeline.publication} (inserts only, via partition root)" in lines, lines
+        for pipeline in (first, second):
+            again = init_database(admin, app_password=None, cdc_password=None, pipeline=pipeline)
+            assert not any("created" in line or "granted" in line for line in again), again
+        app = _in_database(settings.database_url, database)
+        with psycopg.connect(app) as conn, conn.transaction():
+            Outbox(encoding="json", pipeline=first).emit(conn, f"one{unique}", "a", "Counted", {"seq": 1})
+            for seq in (1, 2):
+                Outbox(encoding="json", pipeline=second).emit(conn, f"two{unique}", "a", "Counted", {"seq": seq})
+        with psycopg.connect(admin) as conn:
+            counts = [conn.execute(sql.SQL("SELECT count(*) FROM {}.outbox").format(sql.Identifier(p.schema))).fetchone()[0]
+                      for p in (first, second)]
+            publications = dict(conn.execute(
+                "SELECT pubname, string_agg(schemaname || '.' || tablename, ',') FROM pg_publication_tables GROUP BY pubname"))
+        assert counts == [1, 2]
+        assert publications == {first.publication: first.table, second.publication: second.table}
+        report = run_retention(make_conninfo(admin, user="postbox_maint"), keep=KEEP, pipeline=second, confirm_wait=timedelta(0))
+        assert f"replication slot {second.slot} does not exist" in (report.refused or ""), report  # its own slot, not the other's
+        assert report.slot["name"] == second.slot and report.dropped == []
+    finally:
+        with psycopg.connect(admin_database_url, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(database)))
