@@ -212,6 +212,9 @@ def test_two_services_one_cluster_deliver_independently_and_a_paused_one_holds_b
     assert checks["replication slot"][1].startswith(f"{b.pipeline.slot}: active") and b.pipeline.table in checks["publication"][1]
     lag = invoke_json("lag", "--pipeline", b.pipeline.name, "--database-url", b.app, "--topic", b.topic)
     assert (lag["slot"]["name"], lag["connector"]["name"], lag["connector"]["state"]) == (b.pipeline.slot, b.pipeline.connector, "RUNNING")
+    _, metrics = invoke("exporter", "--once", "--no-groups", "--pipeline", b.pipeline.name, "--database-url", b.app)
+    assert f'postbox_slot_state{{slot="{b.pipeline.slot}",state="active"}} 1.0' in metrics, metrics
+    assert f'postbox_connector_flowing{{connector="{b.pipeline.connector}"}} 1.0' in metrics, metrics
 
     app = App(require_schemas=False)
     app.handler(a.aggregate, "Counted")(record)

@@ -42,8 +42,7 @@ def exporter(
 
         return Kafka(settings.kafka_bootstrap, properties=settings.kafka_properties)
 
-    chosen = pipeline_for(pipeline)
-    collector = PipelineCollector(settings.database_url, settings.connect_url, connector=connector or chosen.connector, slot=chosen.slot,
+    collector = PipelineCollector(settings.database_url, settings.connect_url, connector=connector, pipeline=pipeline_for(pipeline),
                                   open_kafka=None if no_groups else open_kafka, groups=group or None)  # fmt: skip
     registry = registry_for(collector)
     try:

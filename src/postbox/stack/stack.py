@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from postbox.connect_client import ConnectClient, ConnectorFile
-from postbox.connector import connector_status
+from postbox.connector import connector_status, render_connector
 from postbox.database_url import database_url
 from postbox.secret_env import env_value
 from postbox.topic_creation import TopicsConfig, connector_with_topics
@@ -159,7 +159,7 @@ class LocalStack:
         report.steps.append(Step("connect", connect_outcome, connect_outcome == "started"))
         self.connect.wait_ready(wait_timeout, on_wait=_ticker(progress, "connect: waiting for the REST API"))
 
-        connector = connector_with_topics(ConnectorFile.load(CONNECTOR_TEMPLATE), TopicsConfig.load())
+        connector = connector_with_topics(render_connector(ConnectorFile.load(CONNECTOR_TEMPLATE), DEFAULT), TopicsConfig.load())
         with ConnectClient(self.connect.url) as client:
             applied = client.apply(connector)
             report.steps.append(Step(f"connector/{connector.name}", applied, applied != "unchanged"))
