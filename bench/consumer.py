@@ -14,6 +14,9 @@ headers ``id``/``event_type``/``aggregate_type``/``created_at``/``traceparent``)
 - ``engine``: the effects engine alone (``EffectsEngine.apply``) on the same Redis, fed the same
   events (read, decoded and run through the handler before the clock starts) in batches of the
   runtime's batch size: the ceiling a consumer can reach here;
+- ``workers_1``, ``workers_2``: ``postbox consume --workers N`` as a user runs it (N group members
+  under one supervisor, in their own processes), observed through their Prometheus endpoints only
+  (``bench/consumer_workers.py``);
 - ``peer``: what a competent engineer writes without postbox — confluent-kafka ``consume(500)``,
   fastavro decoding, one redis-py pipeline per batch with a ``SET NX EX`` marker and the same
   HINCRBY per event (not atomic: the HINCRBY runs whatever the SET answered), async commit.
@@ -26,7 +29,9 @@ is a redis-server of the bench's own (``appendonly yes``, ``appendfsync always``
 ``--redis-url`` is given. Exits 1 when a contender counted fewer events than it was given
 (``bench/counting.py``). Prints a table, then as its LAST line one JSON object with
 ``raw_per_s``, ``runtime_per_s``, ``naive_per_s``, ``engine_per_s``, ``peer_per_s``,
-``runtime_vs_raw``, ``runtime_vs_naive``, ``runtime_vs_engine`` and ``runtime_vs_peer``, plus
+``runtime_vs_raw``, ``runtime_vs_naive``, ``runtime_vs_engine`` and ``runtime_vs_peer``,
+``workers_1_per_s``, ``workers_2_per_s``, ``workers_2_vs_1`` and ``runtime_vs_engine_workers_1`` /
+``_workers_2`` (the worker processes' rate over the engine's), plus
 ``rounds``, the per-round ratios and ``load_before``/``load_after``, and CPU per event (µs, medians;
 steadier than rates on a shared machine): ``runtime_cpu_us_per_event`` (the runtime's process, the
 bench thread's own work left out), ``runtime_loop_cpu_us_per_event`` (its loop thread: decode,
@@ -71,9 +76,11 @@ from tests.support.redis_servers import RedisServer  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from counting import Tally, require_full_counts  # noqa: E402
+from consumer_workers import run_workers  # noqa: E402
 
 AGGREGATES = 1000
-PARTITIONS = 3
+#: Four, so two workers get two partitions each (with three, one worker does two thirds).
+PARTITIONS = 4
 ROOT = Path(__file__).resolve().parents[1]
 #: One tally per contender and round: events it was given vs events it counted (bench/counting.py).
 TALLIES: list[Tally] = []
@@ -376,6 +383,9 @@ def main() -> None:
             redis_cpu = _redis_cpu(client)
             rates["runtime"], runtime, cpu = run_runtime(settings.kafka_bootstrap, redis_url, topic, n)
             cpu["runtime_redis"], redis_cpu = (_redis_cpu(client) - redis_cpu) * 1e6 / n, _redis_cpu(client)
+            for workers in (1, 2):
+                rates[f"workers_{workers}"] = run_workers(settings.kafka_bootstrap, redis_url, topic, n, workers, TALLIES)
+            redis_cpu = _redis_cpu(client)
             engine_cpu = time.process_time()
             rates["engine"] = run_engine(client, events, runtime.config.batch_size)
             cpu["engine"] = (time.process_time() - engine_cpu) * 1e6 / n
@@ -395,9 +405,11 @@ def main() -> None:
         print()
         print(f"medians of {len(rounds)} round(s); 1-minute load average {load_before:.1f} before, {load_after:.1f} after ({os.cpu_count()} CPUs)")
         print(f"{'consumer':<10}{'events':>10}{'events/s':>12}{'vs raw':>9}{'vs naive':>10}{'runtime vs':>12}")
-        for name in ("raw", "runtime", "engine", "peer", "naive"):
+        for name in ("raw", "runtime", "workers_1", "workers_2", "engine", "peer", "naive"):
             rate, count = med[name], naive_n if name == "naive" else n
             print(f"{name:<10}{count:>10,}{rate:>12,.0f}{rate / raw:>9.1%}{rate / naive:>9.1f}x{runtime_rate / rate:>11.2f}x")
+        print(f"postbox consume --workers 2 vs --workers 1: {med['workers_2'] / med['workers_1']:.2f}x; "
+              f"vs the engine alone: {med['workers_1'] / med['engine']:.2f} (1 worker), {med['workers_2'] / med['engine']:.2f} (2 workers)")
         print(f"runtime: batch_size {runtime.config.batch_size}, {batches:.0f} batches in its last round (mean {n / max(batches, 1):.0f} records)")
         print(f"CPU per event (medians): runtime {cpu_med['runtime']:.1f} us (its loop thread {cpu_med['runtime_loop']:.1f} us, its apply worker {cpu_med['runtime_apply']:.1f} us), "
               f"engine alone {cpu_med['engine']:.1f} us; the runtime's own {cpu_med['runtime'] - cpu_med['engine']:.1f} us")
@@ -416,6 +428,12 @@ def main() -> None:
             "peer_per_s": round(med["peer"]),
             "runtime_vs_engine": round(runtime_rate / med["engine"], 3),
             "runtime_vs_peer": round(runtime_rate / med["peer"], 3),
+            "workers_1_per_s": round(med["workers_1"]),
+            "workers_2_per_s": round(med["workers_2"]),
+            "workers_2_vs_1": round(med["workers_2"] / med["workers_1"], 3),
+            "workers_2_vs_1_per_round": [round(r["workers_2"] / r["workers_1"], 3) for r in rounds],
+            "runtime_vs_engine_workers_1": round(med["workers_1"] / med["engine"], 3),
+            "runtime_vs_engine_workers_2": round(med["workers_2"] / med["engine"], 3),
             "runtime_vs_engine_per_round": [round(r["runtime"] / r["engine"], 3) for r in rounds],
             "runtime_vs_peer_per_round": [round(r["runtime"] / r["peer"], 3) for r in rounds],
             "load_before": round(load_before, 1),

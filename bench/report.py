@@ -156,7 +156,7 @@ def versions() -> dict[str, str]:
 
 def settings_in_effect() -> dict[str, str]:
     """The latency-relevant settings of the connector and the local stack, as committed."""
-    config = json.loads((ROOT / "src" / "postbox" / "connectors" / "outbox.json").read_text())["config"]
+    config = json.loads((ROOT / "connectors" / "outbox.json").read_text())["config"]
     out = {k: config[k] for k in ("poll.interval.ms", "max.batch.size", "max.queue.size", "producer.override.linger.ms") if k in config}
     for key in [k for k in config if k.startswith("producer.override.") or k.startswith("consumer.override.")]:
         out[key] = config[key]

@@ -3,33 +3,40 @@
 Why its own module: `postbox status` (the local stack), `postbox lag` and `postbox connector`
 (any Connect cluster) all need the connector's name and a report of it and its tasks that never
 raises; the library must not import the local stack to get them (the replication slot, the other
-half of "do events reach Kafka", is :mod:`postbox.slot`).
+half of "do events reach Kafka", is :mod:`postbox.slot`). A pipeline's connector is the template
+(``connectors/outbox.json``) with the pipeline's names set over it (:func:`render_connector`).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from postbox.connect_client import ConnectClient, ConnectorFile, ConnectorState
 from postbox.errors import PostboxError
-from postbox.resources import CONNECTOR_TEMPLATE
+from postbox.pipelines import DEFAULT, Pipeline
 
-#: The name when the packaged template cannot be read (the name it has always had).
-FALLBACK_NAME = "postbox-outbox"
+#: The default pipeline's connector (the name it has always had).
+FALLBACK_NAME = DEFAULT.connector
 
 
 def default_connector_name() -> str:
-    """The name of the connector in the packaged template (``postbox/connectors/outbox.json``)."""
-    try:
-        return ConnectorFile.load(CONNECTOR_TEMPLATE).name
-    except PostboxError:
-        return FALLBACK_NAME
+    """The default pipeline's connector name (``postbox-outbox``)."""
+    return DEFAULT.connector
+
+
+def render_connector(template: ConnectorFile, pipeline: Pipeline, database: str | None = None) -> ConnectorFile:
+    """``template`` as ``pipeline``'s connector: its name, slot, publication, table and
+    ``topic.prefix`` set to the pipeline's (:meth:`Pipeline.connector_settings`), every other
+    setting as the file has it; ``database`` sets ``database.dbname`` (default: the template's,
+    the Connect worker's ``${env:POSTBOX_CDC_DB_NAME}``)."""
+    return replace(template, name=pipeline.connector, config={**template.config, **pipeline.connector_settings(database)})
 
 
 def connector_status(connect_url: str, name: str | None = None, timeout: float = 5) -> dict[str, Any]:
     """``{"name", "state", "worker", "tasks": [{"id", "state", "worker", "error"}]}``; the state is
     Connect's (RUNNING, FAILED, ...), ``not registered`` or ``unreachable`` (with ``error``).
-    Never raises: the report is what an alert needs."""
+    Never raises: the report is what an alert needs. ``name``: default the default pipeline's."""
     name = name or default_connector_name()
     report: dict[str, Any] = {"name": name}
     try:
@@ -61,4 +68,4 @@ def _first_line(text: str | None) -> str | None:
     return lines[0] if lines else None
 
 
-__all__ = ["FALLBACK_NAME", "connector_status", "default_connector_name", "flowing", "task_rows"]
+__all__ = ["FALLBACK_NAME", "connector_status", "default_connector_name", "flowing", "render_connector", "task_rows"]

@@ -21,6 +21,7 @@ from postbox.errors import ConfigError, PostboxError
 from postbox.outbox.deliverable import RULES, database_rules_state
 from postbox.outbox.policy import Retention
 from postbox.outbox.retention import DEFAULT_AHEAD, DEFAULT_WIDTH
+from postbox.pipelines import Pipeline
 
 ROLES = ("postbox_owner", "postbox_app", "postbox_cdc", "postbox_maint")
 PASSWORD_ENV = {
@@ -56,13 +57,17 @@ def init_database(
     partition_width: timedelta = DEFAULT_WIDTH,
     partitions_ahead: timedelta = DEFAULT_AHEAD,
     sql_dir: Path | None = None,
+    pipeline: Pipeline | str | None = None,
 ) -> list[str]:
     """Create or update the outbox roles, table, partitions, publication and grants.
 
     ``admin_url`` must connect as a superuser, or as the database owner with CREATEROLE.
     A password of None leaves that role's password as it is. Returns one line per change.
+    ``pipeline`` names the outbox schema and publication (default ``POSTBOX_PIPELINE``, else the
+    default pipeline's ``postbox``); the roles are the cluster's, shared by its pipelines.
     """
     policy = Retention.parse(retention)
+    names = Pipeline.parse(pipeline)
     files = sql_files(sql_dir)
     try:
         conn = psycopg.connect(admin_url, connect_timeout=10)
@@ -71,13 +76,13 @@ def init_database(
                                 fix="pass --admin-url for a superuser or the database owner") from exc
     lines: list[str] = []
     with conn:
-        before = _snapshot(conn)
+        before = _snapshot(conn, names)
         current = None
         try:
             with conn.transaction():
                 conn.execute("SELECT set_config('postbox.retention', %s, true)", (policy.value,))
                 for current in files:
-                    conn.execute(current.read_text(encoding="utf-8").encode("utf-8"))
+                    conn.execute(names.sql(current.read_text(encoding="utf-8")).encode("utf-8"))
                 current = None
                 for role, password in (("postbox_app", app_password), ("postbox_cdc", cdc_password),
                                        ("postbox_maint", maint_password)):
@@ -88,7 +93,7 @@ def init_database(
                         lines.append(f"set the password of role {role}")
                 conn.execute("SET LOCAL ROLE postbox_owner")
                 created = conn.execute(
-                    "SELECT postbox.outbox_ensure_partitions(%s, %s)", (partition_width, partitions_ahead)
+                    names.sql("SELECT {schema}.outbox_ensure_partitions(%s, %s)"), (partition_width, partitions_ahead)
                 ).fetchall()
         except psycopg.Error as exc:
             where = f" in {current.name}" if current is not None else ""
@@ -98,8 +103,8 @@ def init_database(
                 f"applying the outbox SQL failed{where}: {diag.message_primary or exc}{detail}",
                 fix=diag.message_hint or _init_fix(exc),
             ) from exc
-        after = _snapshot(conn)
-    lines[:0] = _diff(before, after, policy)
+        after = _snapshot(conn, names)
+    lines[:0] = _diff(before, after, policy, names)
     lines += [r[0] for r in created]
     return lines or ["nothing to change: the outbox is set up"]
 
@@ -143,14 +148,14 @@ def _password_matches(conn: psycopg.Connection[Any], role: str, password: str) -
         hmac.compare_digest(base64.b64encode(server).decode(), server_key)
 
 
-def _snapshot(conn: psycopg.Connection[Any]) -> dict[str, Any]:
+def _snapshot(conn: psycopg.Connection[Any], names: Pipeline) -> dict[str, Any]:
     roles = {r[0] for r in conn.execute("SELECT rolname FROM pg_roles WHERE rolname = ANY(%s)", (list(ROLES),))}
     kind = conn.execute(
         "SELECT c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-        "WHERE n.nspname = 'postbox' AND c.relname = 'outbox'"
+        "WHERE n.nspname = %s AND c.relname = 'outbox'", (names.schema,)
     ).fetchone()
     pub = conn.execute(
-        "SELECT pubinsert, pubupdate, pubdelete, pubtruncate, pubviaroot FROM pg_publication WHERE pubname = 'postbox_outbox'"
+        "SELECT pubinsert, pubupdate, pubdelete, pubtruncate, pubviaroot FROM pg_publication WHERE pubname = %s", (names.publication,)
     ).fetchone()
     grants: set[tuple[str, str]] = set()
     if kind:
@@ -160,40 +165,40 @@ def _snapshot(conn: psycopg.Connection[Any]) -> dict[str, Any]:
             (r[0], r[1])
             for r in conn.execute(
                 "SELECT grantee, privilege_type FROM information_schema.role_table_grants "
-                "WHERE table_schema = 'postbox' AND table_name = 'outbox' AND grantee = ANY(%s)", (users,)
+                "WHERE table_schema = %s AND table_name = 'outbox' AND grantee = ANY(%s)", (names.schema, users)
             )
         }
         column_level = {
             (r[0], f"{r[1]}({r[2]})")
             for r in conn.execute(
                 "SELECT grantee, privilege_type, column_name FROM information_schema.column_privileges "
-                "WHERE table_schema = 'postbox' AND table_name = 'outbox' AND grantee = ANY(%s)", (users,)
+                "WHERE table_schema = %s AND table_name = 'outbox' AND grantee = ANY(%s)", (names.schema, users)
             )
             if (r[0], r[1]) not in table_level  # implied by the table-level grant
         }
         grants = table_level | column_level
     return {"roles": roles, "kind": kind[0] if kind else None, "pub": pub, "grants": grants,
-            "deliverable": database_rules_state(conn) if kind else None}
+            "deliverable": database_rules_state(conn, names) if kind else None}
 
 
-def _diff(before: dict[str, Any], after: dict[str, Any], policy: Retention) -> list[str]:
+def _diff(before: dict[str, Any], after: dict[str, Any], policy: Retention, names: Pipeline) -> list[str]:
     lines = [f"created role {r}" for r in ROLES if r in after["roles"] and r not in before["roles"]]
     if before["kind"] != after["kind"]:
         if before["kind"] == "r":
-            lines.append("replaced the empty unpartitioned postbox.outbox with the partitioned one")
+            lines.append(f"replaced the empty unpartitioned {names.table} with the partitioned one")
         else:
-            lines.append("created table postbox.outbox (partitioned by id range, default partition postbox.outbox_default)")
+            lines.append(f"created table {names.table} (partitioned by id range, default partition {names.table}_default)")
     if before["pub"] is None:
-        lines.append("created publication postbox_outbox (inserts only, via partition root)")
+        lines.append(f"created publication {names.publication} (inserts only, via partition root)")
     elif before["pub"] != after["pub"]:
-        lines.append("updated publication postbox_outbox to publish inserts only, via partition root")
+        lines.append(f"updated publication {names.publication} to publish inserts only, via partition root")
     if before["deliverable"] is not True and after["deliverable"] is True:
         lines.append(f"rows the connector cannot deliver are refused by {RULES}, validated")
     elif after["deliverable"] is False:
         lines.append(f"{RULES} refuse new undeliverable rows but stay NOT VALID: existing rows break them "
                      "(`postbox doctor` names them; docs/recovery.md)")
     for grantee, privilege in sorted(after["grants"] - before["grants"]):
-        lines.append(f"granted {privilege} on postbox.outbox to {grantee}")
+        lines.append(f"granted {privilege} on {names.table} to {grantee}")
     for grantee, privilege in sorted(before["grants"] - after["grants"]):
-        lines.append(f"revoked {privilege} on postbox.outbox from {grantee} (retention {policy.value})")
+        lines.append(f"revoked {privilege} on {names.table} from {grantee} (retention {policy.value})")
     return lines

@@ -26,7 +26,8 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from postbox.connector import connector_status, flowing
-from postbox.slot import SLOT_NAME, slot_status
+from postbox.pipelines import Pipeline
+from postbox.slot import slot_status
 
 #: Every metric this module exports, with its help text.
 METRICS: dict[str, str] = {
@@ -55,14 +56,17 @@ class PipelineCollector(Collector):
 
     ``open_kafka``: makes a :class:`postbox.kafka_cluster.Kafka` handle, opened on the first
     scrape and kept; None leaves out the group metrics. ``groups``: only these groups (default:
-    every group with commits on outbox topics)."""
+    every group with commits on outbox topics). ``pipeline``: whose slot and connector
+    (default ``POSTBOX_PIPELINE``, else the default pipeline's); ``slot``/``connector`` name others."""
 
-    def __init__(self, database_url: str, connect_url: str, *, connector: str | None = None, slot: str = SLOT_NAME,
-                 open_kafka: Callable[[], Any] | None = None, groups: list[str] | None = None) -> None:
+    def __init__(self, database_url: str, connect_url: str, *, connector: str | None = None, slot: str | None = None,
+                 open_kafka: Callable[[], Any] | None = None, groups: list[str] | None = None,
+                 pipeline: Pipeline | str | None = None) -> None:
+        chosen = Pipeline.parse(pipeline)
         self.database_url = database_url
         self.connect_url = connect_url
-        self.connector = connector
-        self.slot = slot
+        self.connector = connector or chosen.connector
+        self.slot = slot or chosen.slot
         self.groups = groups
         self._open_kafka = open_kafka
         self._kafka: Any = None

@@ -2,7 +2,10 @@
 
 postbox's own files are package data, so an installed wheel has them wherever it runs: the SQL of
 `postbox db init` (``postbox/sql``), the Lua apply script (``postbox/lua``) and the Debezium
-connector template (``postbox/connectors/outbox.json``).
+connector template. That one lives in the project's top-level ``connectors/`` folder, beside
+``consumers/``, ``schemas/`` and ``infra/``, where people look for it; the wheel carries the folder
+as ``postbox/connectors`` (pyproject.toml's ``force-include``), and a checkout or an editable
+install reads it in place.
 
 The user's files belong to the user's service, and a setting names their folder — nothing here
 searches the file system for a marker file:
@@ -28,7 +31,17 @@ from postbox.errors import ConfigError
 PACKAGE_DIR = Path(__file__).resolve().parent
 LUA_DIR = PACKAGE_DIR / "lua"
 SQL_DIR = PACKAGE_DIR / "sql"
-CONNECTOR_TEMPLATE = PACKAGE_DIR / "connectors" / "outbox.json"
+
+
+def _connectors_dir() -> Path:
+    """``postbox/connectors`` in an installed wheel, else the checkout's top-level ``connectors/``
+    (``src/postbox`` is two levels below it)."""
+    packaged = PACKAGE_DIR / "connectors"
+    return packaged if packaged.is_dir() else PACKAGE_DIR.parents[1] / "connectors"
+
+
+CONNECTORS_DIR = _connectors_dir()
+CONNECTOR_TEMPLATE = CONNECTORS_DIR / "outbox.json"
 
 SCHEMAS_DIR_ENV = "POSTBOX_SCHEMAS_DIR"
 LUA_DIR_ENV = "POSTBOX_LUA_DIR"

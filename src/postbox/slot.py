@@ -15,7 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
-SLOT_NAME = "postbox_outbox"
+from postbox.pipelines import DEFAULT
+
+#: The default pipeline's slot (each pipeline's: :attr:`postbox.pipelines.Pipeline.slot`).
+SLOT_NAME = DEFAULT.slot
 #: wal_status values that mean events written now may never be published.
 LOSS_STATES = ("lost", "unreserved")
 

@@ -33,7 +33,7 @@ def test_no_secret_appears_in_configs_logs_or_status(stack):
         "postbox status": _postbox("status"),
         "postbox up --json": _postbox("up", "--json"),
     }
-    for path in [*ROOT.glob("src/postbox/connectors/*.json"), ROOT / "infra" / "docker-compose.yml", *ROOT.glob("infra/local/*")]:
+    for path in [*ROOT.glob("connectors/*.json"), ROOT / "infra" / "docker-compose.yml", *ROOT.glob("infra/local/*")]:
         places[str(path.relative_to(ROOT))] = path.read_text()
     for log in [*stack.layout.logs.glob("*.log"), stack.layout.pg_log]:
         places[str(log)] = log.read_text(errors="replace")

@@ -3,7 +3,8 @@ wheels built from two commits carry two versions, and the newer installs over th
 version everywhere was "Requirement already satisfied"). A clone without the release tag gives
 the next minor version's ``.devN+g<sha>``; a tagged commit its tag; a tree without git metadata
 something PEP 440 accepts. The wheels go into a venv with the base install only (no extras, as
-``pip install postbox-cdc`` gives), where the ``postbox`` command names the extra to install.
+``pip install postbox-cdc`` gives), where the ``postbox`` command names the extra to install, and
+the library reads the connector template the wheel carries from the top-level ``connectors/``.
 
 The project's build files are copied into a temporary repository (committed, so the test builds
 what this tree would build, not its last commit)."""
@@ -21,7 +22,7 @@ import pytest
 from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[2]
-BUILD_FILES = ["pyproject.toml", "README.md", "LICENSE", "CHANGELOG.md", "constraints.txt", "tools/git_version.py", "src/postbox"]
+BUILD_FILES = ["pyproject.toml", "README.md", "LICENSE", "CHANGELOG.md", "constraints.txt", "tools/git_version.py", "src/postbox", "connectors"]
 GIT = ["git", "-c", "user.name=test", "-c", "user.email=test@example.invalid", "-c", "commit.gpgsign=false", "-c", "tag.gpgsign=false"]
 
 
@@ -123,6 +124,23 @@ def test_without_the_cli_extra_the_command_names_the_extra_and_exits_2(tmp_path,
     assert "Traceback" not in done.stderr and "typer" in done.stderr
     module = subprocess.run([venv / "bin/python", "-m", "postbox", "--help"], capture_output=True, text=True, timeout=60, cwd=venv)
     assert module.returncode == 2 and "pip install 'postbox-cdc[cli]'" in module.stderr
+
+
+def test_the_wheel_carries_the_top_level_connectors_folder_and_the_installed_library_reads_it(tmp_path, two_wheels):
+    """The connector configuration lives in ``connectors/`` beside ``consumers/``, ``schemas/`` and
+    ``infra/``, once: the wheel carries it as package data, and an installed library (outside any
+    checkout) finds the template there."""
+    import zipfile
+
+    assert not (ROOT / "src" / "postbox" / "connectors").exists()
+    with zipfile.ZipFile(two_wheels[1]) as wheel:
+        carried = {name: wheel.read(name) for name in wheel.namelist() if name.startswith("postbox/connectors/")}
+    assert carried == {f"postbox/connectors/{f.name}": f.read_bytes() for f in (ROOT / "connectors").glob("*.json")}
+    venv = _base_venv(tmp_path)
+    _pip_install(venv, two_wheels[1])
+    where = _run(venv / "bin/python", "-c", "import json, postbox.resources as r; t = r.CONNECTOR_TEMPLATE; "
+                 "print(t); print(json.loads(t.read_text())['name'])", cwd=venv).split()
+    assert Path(where[0]).is_relative_to(venv) and where[1] == "postbox-outbox", where
 
 
 def test_a_tagged_commit_is_its_release_and_the_next_commit_counts_from_the_tag(tmp_path):

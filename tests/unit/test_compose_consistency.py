@@ -16,7 +16,7 @@ from postbox import settings
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "infra" / "docker-compose.yml").read_text())
 SERVICES = COMPOSE["services"]
-CONNECTOR = ROOT / "src" / "postbox" / "connectors" / "outbox.json"
+CONNECTOR = ROOT / "connectors" / "outbox.json"
 POM_NS = {"m": "http://maven.apache.org/POM/4.0.0"}
 
 
@@ -73,7 +73,7 @@ def test_durability_and_logical_decoding_settings_match():
     assert "appendonly yes" in local_redis
 
 
-@pytest.mark.parametrize("path", ["infra/docker-compose.yml", "src/postbox/connectors/outbox.json"])
+@pytest.mark.parametrize("path", ["infra/docker-compose.yml", "connectors/outbox.json"])
 def test_no_password_is_written_into_the_file(path):
     text = (ROOT / path).read_text()
     for match in re.finditer(r"(?i)(password[A-Z_]*)\s*[:=]\s*\"?([^\s\"]+)", text):

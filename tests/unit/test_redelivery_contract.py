@@ -62,7 +62,7 @@ def test_compose_broker_window_is_inside_the_default_marker_ttl() -> None:
 
 def test_topics_the_connector_creates_carry_the_window_themselves() -> None:
     """On a broker whose defaults differ (a managed cluster), the outbox topics still get the window."""
-    config = json.loads((ROOT / "src" / "postbox" / "connectors" / "outbox.json").read_text())["config"]
+    config = json.loads((ROOT / "connectors" / "outbox.json").read_text())["config"]
     retention = timedelta(milliseconds=int(config["topic.creation.default.retention.ms"]))
     segment = timedelta(milliseconds=int(config["topic.creation.default.segment.ms"]))
     assert (retention, segment) == (TOPIC_RETENTION, SEGMENT_ROLL)

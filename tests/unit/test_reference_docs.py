@@ -26,7 +26,7 @@ NOT_SETTINGS = {"POSTBOX_WORKER_INDEX", "POSTBOX_SUPERVISOR_PID", "POSTBOX_X", "
 
 def _read_by_code() -> set[str]:
     names: set[str] = set()
-    for path in [*(ROOT / "src").rglob("*.py"), *(ROOT / "src").rglob("*.json")]:
+    for path in [*(ROOT / "src").rglob("*.py"), *(ROOT / "connectors").glob("*.json")]:
         names |= set(VARIABLE.findall(path.read_text()))
     names |= {env_name(f.name) for f in fields(ConsumerConfig) if f.name not in ("sources", "kafka_properties")}
     return names - NOT_SETTINGS

@@ -16,7 +16,8 @@ from postbox.outbox.statements import CHUNK_MAX_ROWS, DELETE_MANY_SQL, INSERT_MA
 from postbox.schemas import SchemaRepository
 
 ROOT = Path(__file__).resolve().parents[2]
-ROWS = RowFactory(AvroCodec(SchemaRepository.load(ROOT / "schemas")))
+CODEC = AvroCodec(SchemaRepository.load(ROOT / "schemas"))
+ROWS = RowFactory(CODEC)
 CANCEL = {"order_id": "o", "reason": "r", "cancelled_at": datetime(2024, 1, 1, tzinfo=timezone.utc)}
 #: Made once: enough rows for three chunks.
 ALL_ROWS = [ROWS.prepare("order", f"o{i}", "OrderCancelled", CANCEL) for i in range(CHUNK_MAX_ROWS * 2 + 3)]
@@ -56,3 +57,30 @@ def test_fold_puts_the_event_first_and_keeps_a_leading_with() -> None:
     assert delete == (DELETE_SQL, (row.event.id,))
     with pytest.raises(TypeError, match="sequence"):
         fold_into("SELECT %(a)s", {"a": 1}, row, Retention.PARTITIONS)
+
+
+def test_a_pipelines_writer_sends_every_statement_to_its_own_table() -> None:
+    """Outbox(pipeline=...) writes its pipeline's outbox (postbox_<name>.outbox): one event, a
+    batch, a folded statement and the delete-in-transaction DELETEs; the default writer sends the
+    very statements it always sent (made once: psycopg finds each prepared statement by its text)."""
+    from postbox.outbox import NewEvent, Outbox
+
+    billing = Outbox(codec=CODEC, retention="delete", pipeline="billing")
+    default = Outbox(codec=CODEC, retention="delete", pipeline="default")
+    one = billing.plan_emit("order", "o", "OrderCancelled", CANCEL, {}).statements
+    many = billing.plan_many([NewEvent("order", f"o{i}", "OrderCancelled", CANCEL) for i in range(3)]).statements
+    folded = billing.plan_folded("UPDATE t SET x = %s", (1,), "order", "o", "OrderCancelled", CANCEL, {}).statements
+    for query, _ in [*one, *many, *folded]:
+        assert "postbox_billing.outbox " in query and "postbox.outbox" not in query, query
+    assert [q.split()[0] for q, _ in one + many] == ["INSERT", "DELETE", "INSERT", "DELETE"]
+    assert [q for q, _ in default.plan_emit("order", "o", "OrderCancelled", CANCEL, {}).statements] == [INSERT_SQL, DELETE_SQL]
+    assert default.statements == (INSERT_SQL, DELETE_SQL, INSERT_MANY_SQL, DELETE_MANY_SQL)
+    assert Outbox(codec=CODEC, pipeline="billing").statements is billing.statements  # made once per pipeline
+
+
+def test_the_writer_reads_its_pipeline_from_the_environment(monkeypatch) -> None:
+    from postbox.outbox import Outbox
+
+    monkeypatch.setenv("POSTBOX_PIPELINE", "billing")
+    assert Outbox(codec=CODEC).pipeline.table == "postbox_billing.outbox"
+    assert Outbox(codec=CODEC, pipeline="orders").pipeline.table == "postbox_orders.outbox"

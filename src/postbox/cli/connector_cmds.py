@@ -9,31 +9,41 @@ import typer
 from rich.markup import escape
 
 from postbox.cli.client_options import kafka_client_options
-from postbox.cli.incident_common import ConnectOpt, JsonOpt, KafkaOpt, YesOpt, confirm, kafka_for, settings_for, write_audit
+from postbox.cli.incident_common import (
+    ConnectOpt,
+    JsonOpt,
+    KafkaOpt,
+    PipelineOpt,
+    YesOpt,
+    confirm,
+    kafka_for,
+    pipeline_for,
+    settings_for,
+    write_audit,
+)
 from postbox.cli.output import console, print_json
 
 connector_app = typer.Typer(help="The Debezium connector on Kafka Connect: status, restart, apply.", no_args_is_help=True)
 
-NameOpt = typer.Option(None, "--name", help="Connector name (default: from the packaged connector template).")
+NameOpt = typer.Option(None, "--name", help="Connector name (default: the pipeline's, postbox-outbox for the default pipeline).")
 
 
 def register(app: typer.Typer) -> None:
     app.add_typer(connector_app, name="connector")
 
 
-def _name(flag: Optional[str]) -> str:
-    """--name, else the packaged template's; a name Connect's REST paths cannot carry is a usage error."""
-    from postbox.connector import default_connector_name
-
+def _name(flag: Optional[str], pipeline: Optional[str]) -> str:
+    """--name, else the pipeline's connector; a name Connect's REST paths cannot carry is a usage error."""
     if flag is not None and (not flag.strip() or not flag.isprintable() or "/" in flag):
         # Connect's Jetty refuses an encoded '/' in a path (HTTP 400): such a name cannot be addressed
         raise typer.BadParameter(f"{flag!r} is not a connector name (printable, not empty, no '/')", param_hint="--name")
-    return flag or default_connector_name()
+    return flag or pipeline_for(pipeline).connector
 
 
 @connector_app.command("status", help="The connector's and its tasks' state, worker, first error line, slot and topics.")
 def connector_status(
     name: Optional[str] = NameOpt,
+    pipeline: Optional[str] = PipelineOpt,
     json_output: bool = JsonOpt,
     connect_url: Optional[str] = ConnectOpt,
 ) -> int:
@@ -42,13 +52,13 @@ def connector_status(
 
     settings = settings_for(connect_url=connect_url)
     with ConnectClient(settings.connect_url, timeout=5) as client:
-        report = connector_report(client, _name(name))
+        report = connector_report(client, _name(name, pipeline))
     data = report.as_dict()
     if json_output:
         print_json(data)
         return 0 if report.running else 1
     if not report.registered:
-        console.print(f"connector {report.name}: [red]not registered[/] at {settings.connect_url} — `postbox connector apply`")
+        console.print(f"connector {report.name}: [red]not registered[/] at {settings.connect_url} — `postbox connector apply{pipeline_for(pipeline).flag}`")
         return 1
     color = "green" if report.running else "red"
     console.print(f"connector [bold]{report.name}[/]: [{color}]{data['state']}[/] on {data['worker']}", highlight=False)
@@ -65,6 +75,7 @@ def connector_status(
 @kafka_client_options
 def connector_restart(
     name: Optional[str] = NameOpt,
+    pipeline: Optional[str] = PipelineOpt,
     wait: float = typer.Option(60.0, "--wait", help="Seconds to wait for RUNNING afterwards (0: do not wait)."),
     yes: bool = YesOpt,
     json_output: bool = JsonOpt,
@@ -76,11 +87,11 @@ def connector_restart(
     from postbox.incident.connector import restart_audit
 
     settings = settings_for(connect_url=connect_url, kafka_bootstrap=kafka_bootstrap)
-    cname = _name(name)
+    cname = _name(name, pipeline)
     with ConnectClient(settings.connect_url, timeout=10) as client:
         before = client.status(cname)
         if before is None:
-            raise ConnectError(f"connector {cname} is not registered at {settings.connect_url}", fix="`postbox connector apply`")
+            raise ConnectError(f"connector {cname} is not registered at {settings.connect_url}", fix=f"`postbox connector apply{pipeline_for(pipeline).flag}`")
         confirm(f"restart connector {cname} and its tasks (now {before.connector_state})?", yes)
         client.restart(cname, include_tasks=True)
         outcome, state = "restarted", None
@@ -100,10 +111,12 @@ def connector_restart(
     return 0 if ok else 1
 
 
-@connector_app.command("apply", help="Create or update the connector from a JSON file (the packaged template by default); says which settings change.")
+@connector_app.command("apply", help="Create or update the pipeline's connector from a JSON file (the packaged template by default) with the pipeline's names set over it; says which settings change.")
 @kafka_client_options
 def connector_apply(
-    file: Optional[Path] = typer.Option(None, "--file", help="Connector JSON (default: the packaged template, postbox/connectors/outbox.json)."),
+    file: Optional[Path] = typer.Option(None, "--file", help="Connector JSON (default: the packaged template, connectors/outbox.json); the pipeline's name, slot, publication, table and topic.prefix are set over it."),
+    pipeline: Optional[str] = PipelineOpt,
+    database: Optional[str] = typer.Option(None, "--database", help="The database the connector captures (default: the Connect worker's POSTBOX_CDC_DB_NAME), for a pipeline in another database of the cluster."),
     topics_file: Optional[Path] = typer.Option(None, "--topics-file", help="Partitions/replication per aggregate type for new topics (JSON; env POSTBOX_TOPICS_FILE)."),
     yes: bool = YesOpt,
     wait: float = typer.Option(0.0, "--wait", help="Then wait up to this many seconds for connector and tasks to be RUNNING."),
@@ -112,12 +125,14 @@ def connector_apply(
     kafka_bootstrap: Optional[str] = KafkaOpt,
 ) -> int:
     from postbox.connect_client import ConnectClient, ConnectorFile
+    from postbox.connector import render_connector
     from postbox.incident.connector import apply_audit, plan_apply
     from postbox.resources import CONNECTOR_TEMPLATE
     from postbox.topic_creation import TopicsConfig, connector_with_topics
 
     file = file or CONNECTOR_TEMPLATE
-    connector = connector_with_topics(ConnectorFile.load(file), TopicsConfig.load(topics_file))
+    rendered = render_connector(ConnectorFile.load(file), pipeline_for(pipeline), database)
+    connector = connector_with_topics(rendered, TopicsConfig.load(topics_file))
     settings = settings_for(connect_url=connect_url, kafka_bootstrap=kafka_bootstrap)
     with ConnectClient(settings.connect_url, timeout=10) as client:
         plan = plan_apply(client, connector)

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from postbox.cli.incident_common import duration
+from postbox.cli.incident_common import PipelineOpt, duration, pipeline_for
 from postbox.cli.output import Listing, OutputFormat, OutputOpt, console, err_console, output_format, print_json, print_listing
 from postbox.errors import ConfigError
 from postbox.secret_env import env_value
@@ -47,12 +47,14 @@ def init(
     retention: Optional[str] = typer.Option(None, "--retention", help="partitions (default) or delete; sets the app's grants"),
     width: str = typer.Option("1d", "--partition-width", help="time span of one outbox partition (e.g. 1d, 12h)"),
     ahead: str = typer.Option("7d", "--ahead", help="create partitions this far ahead of now"),
+    pipeline: Optional[str] = PipelineOpt,
     as_json: bool = typer.Option(False, "--json", help="print what changed as JSON"),
 ) -> int:
     """Create or update roles, the outbox table, partitions, publication and grants (idempotent).
 
     Passwords come from POSTBOX_APP_PASSWORD, POSTBOX_CDC_PASSWORD and POSTBOX_MAINT_PASSWORD;
-    an unset one leaves that role's password unchanged.
+    an unset one leaves that role's password unchanged. With --pipeline, the pipeline's own
+    schema and publication (several services' outboxes in one cluster or database).
     """
     from postbox.db import PASSWORD_ENV, init_database
 
@@ -67,6 +69,7 @@ def init(
         retention=retention,
         partition_width=_positive(width, "--partition-width"),
         partitions_ahead=_positive(ahead, "--ahead"),
+        pipeline=pipeline_for(pipeline),
     )
     if as_json:
         print_json({"changes": lines})
@@ -84,11 +87,13 @@ def retention(
     ahead: str = typer.Option("7d", "--ahead", help="keep partitions this far ahead of now"),
     lock_timeout: str = typer.Option("2s", "--lock-timeout", help="longest an emit may wait behind this run (e.g. 2s, 500ms, 1m)"),
     dry_run: bool = typer.Option(False, "--dry-run", help="say what would be dropped; change nothing"),
+    pipeline: Optional[str] = PipelineOpt,
     as_json: bool = typer.Option(False, "--json", help="print the report as JSON"),
 ) -> int:
     """Drop expired outbox partitions, create upcoming ones, purge the default partition. Cron-safe."""
     from postbox.outbox.retention import run_retention
 
+    chosen = pipeline_for(pipeline)
     report = run_retention(
         _maint_url(url),
         keep=_positive(keep, "--keep"),
@@ -97,6 +102,7 @@ def retention(
         lock_timeout=_positive(lock_timeout, "--lock-timeout"),
         dry_run=dry_run,
         progress=lambda line: err_console.print(f"… {line}", highlight=False),
+        pipeline=chosen,
     )
     if as_json:
         print_json(report.as_dict())
@@ -109,7 +115,7 @@ def retention(
     if report.refused:
         console.print(f"• dropped nothing: {report.refused}", highlight=False)
     console.print(f"• purged {report.purged_default_rows} old row(s) from the default partition", highlight=False)
-    _print_partitions(report.partitions, output_format(None))
+    _print_partitions(report.partitions, output_format(None), chosen.table)
     return 0
 
 
@@ -118,6 +124,7 @@ def republish_cmd(
     url: Optional[str] = typer.Option(None, "--url", help=f"postbox_maint URL (env {MAINT_ENV}; default: local stack)"),
     since: Optional[str] = typer.Option(None, "--since", help="only rows created at or after this ISO time (default: every row)"),
     batch: int = typer.Option(1000, "--batch", help="rows per transaction"),
+    pipeline: Optional[str] = PipelineOpt,
     as_json: bool = typer.Option(False, "--json", help="print the report as JSON"),
 ) -> int:
     """Publish the outbox rows still in the table again (recovery after a lost slot: docs/recovery.md)."""
@@ -129,7 +136,7 @@ def republish_cmd(
         start = datetime.fromisoformat(since.replace("Z", "+00:00")) if since else None
     except ValueError:
         raise typer.BadParameter(f"{since!r} is not an ISO time, e.g. 2024-05-06T07:00:00Z", param_hint="--since") from None
-    report = republish(_maint_url(url), since=start, batch=batch)
+    report = republish(_maint_url(url), since=start, batch=batch, pipeline=pipeline_for(pipeline))
     if as_json:
         print_json(report.as_dict())
         return 0
@@ -145,6 +152,7 @@ def republish_cmd(
 @db_app.command("status")
 def status(
     url: Optional[str] = typer.Option(None, "--url", help=f"postbox_maint URL (env {MAINT_ENV}; default: local stack)"),
+    pipeline: Optional[str] = PipelineOpt,
     as_json: bool = typer.Option(False, "--json", help="print the partitions as JSON"),
     output: Optional[OutputFormat] = OutputOpt,
 ) -> int:
@@ -154,10 +162,11 @@ def status(
     from postbox.outbox.retention import become_owner, list_partitions
 
     target = _maint_url(url)
+    chosen = pipeline_for(pipeline)
     try:
         with psycopg.connect(target, autocommit=True) as conn:
-            become_owner(conn)
-            parts = list_partitions(conn)
+            become_owner(conn, chosen)
+            parts = list_partitions(conn, chosen)
     except psycopg.OperationalError as exc:
         from postbox.errors import OutboxError
         from postbox.settings import redact_url
@@ -169,13 +178,13 @@ def status(
     if fmt is OutputFormat.json:
         print_json(parts)
     else:
-        _print_partitions(parts, fmt)
+        _print_partitions(parts, fmt, chosen.table)
     return 0
 
 
-def _print_partitions(parts: list[dict], fmt: OutputFormat) -> None:
+def _print_partitions(parts: list[dict], fmt: OutputFormat, table: str) -> None:
     """A table on a terminal, TSV with whole partition names when piped (pasteable into psql)."""
-    listing = Listing("postbox.outbox partitions", ("partition", "from", "to", "rows (est.)", "size"), right=("rows (est.)", "size"))
+    listing = Listing(f"{table} partitions", ("partition", "from", "to", "rows (est.)", "size"), right=("rows (est.)", "size"))
     for p in parts:
         listing.add(
             p["partition"],

@@ -8,7 +8,7 @@ import typer
 from rich.markup import escape
 
 from postbox.cli.client_options import export_local_stack_env, kafka_client_options
-from postbox.cli.incident_common import ConnectOpt, DbOpt, JsonOpt, KafkaOpt, RedisOpt, settings_for
+from postbox.cli.incident_common import ConnectOpt, DbOpt, JsonOpt, KafkaOpt, PipelineOpt, RedisOpt, pipeline_for, settings_for
 from postbox.cli.output import console, print_json
 
 _MARKS = {"ok": "[green]✓[/]", "warn": "[yellow]![/]", "fail": "[red]✗[/]", "skip": "[dim]-[/]"}
@@ -25,14 +25,14 @@ def doctor(
     redis_url: Optional[str] = RedisOpt,
     connect_url: Optional[str] = ConnectOpt,
     database_url: Optional[str] = DbOpt,
+    pipeline: Optional[str] = PipelineOpt,
 ) -> int:
-    from postbox.connector import default_connector_name
     from postbox.incident.doctor import run_checks
     from postbox.kafka_cluster import Kafka
 
     export_local_stack_env()  # the durability check reads the stack's declared fsync policy, as consume's does
     settings = settings_for(kafka_bootstrap=kafka_bootstrap, redis_url=redis_url, connect_url=connect_url, database_url=database_url)
-    checks = run_checks(settings, default_connector_name(), lambda: Kafka(settings.kafka_bootstrap, properties=settings.kafka_properties))
+    checks = run_checks(settings, None, lambda: Kafka(settings.kafka_bootstrap, properties=settings.kafka_properties), pipeline_for(pipeline))
     failed = [c for c in checks if c.status == "fail"]
     if json_output:
         print_json({"ok": not failed, "checks": [c.as_dict() for c in checks]})

@@ -10,7 +10,7 @@ from typing import Any, Optional
 import typer
 
 from postbox.cli.client_options import kafka_client_options
-from postbox.cli.incident_common import ConnectOpt, DbOpt, KafkaOpt, settings_for
+from postbox.cli.incident_common import ConnectOpt, DbOpt, KafkaOpt, PipelineOpt, pipeline_for, settings_for
 from postbox.errors import ConfigError
 
 
@@ -23,7 +23,8 @@ def exporter(
     listen: str = typer.Option("127.0.0.1:9465", "--listen", help="host:port to serve /metrics on (POSTBOX_EXPORTER_LISTEN)", envvar="POSTBOX_EXPORTER_LISTEN"),
     group: Optional[list[str]] = typer.Option(None, "--group", metavar="GROUP", help="Only this consumer group (repeatable; default: every group on outbox topics)."),
     no_groups: bool = typer.Option(False, "--no-groups", help="Leave out the groups' lag (no Kafka connection)."),
-    connector: Optional[str] = typer.Option(None, "--connector", help="Connector name (default: the packaged template's)."),
+    connector: Optional[str] = typer.Option(None, "--connector", help="Connector name (default: the pipeline's)."),
+    pipeline: Optional[str] = PipelineOpt,
     once: bool = typer.Option(False, "--once", help="Print one scrape in the Prometheus text format and exit."),
     kafka_bootstrap: Optional[str] = KafkaOpt,
     connect_url: Optional[str] = ConnectOpt,
@@ -41,7 +42,7 @@ def exporter(
 
         return Kafka(settings.kafka_bootstrap, properties=settings.kafka_properties)
 
-    collector = PipelineCollector(settings.database_url, settings.connect_url, connector=connector,
+    collector = PipelineCollector(settings.database_url, settings.connect_url, connector=connector, pipeline=pipeline_for(pipeline),
                                   open_kafka=None if no_groups else open_kafka, groups=group or None)  # fmt: skip
     registry = registry_for(collector)
     try:

@@ -33,6 +33,14 @@ RedisOpt = typer.Option(None, "--redis-url", help="Redis URL (env POSTBOX_REDIS_
 ConnectOpt = typer.Option(None, "--connect-url", help="Kafka Connect URL (env POSTBOX_CONNECT_URL).")
 DbOpt = typer.Option(None, "--database-url", help="PostgreSQL URL (env POSTBOX_DATABASE_URL).")
 YesOpt = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation.")
+PipelineOpt = typer.Option(None, "--pipeline", help="Which service's outbox pipeline: its outbox table, slot, publication and connector (env POSTBOX_PIPELINE; default: the default pipeline, postbox.outbox).")
+
+
+def pipeline_for(flag: Optional[str]) -> Any:
+    """The command's :class:`~postbox.pipelines.Pipeline`: ``--pipeline``, else POSTBOX_PIPELINE, else the default."""
+    from postbox.pipelines import Pipeline
+
+    return Pipeline.parse(flag)
 
 
 def settings_for(**overrides: Optional[str]) -> Settings:

@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 
 from postbox.cli.client_options import kafka_client_options
-from postbox.cli.incident_common import ConnectOpt, DbOpt, KafkaOpt, kafka_for, settings_for
+from postbox.cli.incident_common import ConnectOpt, DbOpt, KafkaOpt, PipelineOpt, kafka_for, pipeline_for, settings_for
 from postbox.cli.output import (
     JsonAliasOpt,
     Listing,
@@ -40,18 +40,19 @@ def lag(
     kafka_bootstrap: Optional[str] = KafkaOpt,
     connect_url: Optional[str] = ConnectOpt,
     database_url: Optional[str] = DbOpt,
+    pipeline: Optional[str] = PipelineOpt,
 ) -> int:
-    from postbox.connector import default_connector_name
     from postbox.incident.lag import group_lag, max_lag_alerts, now_ms, pipeline_state
 
     fmt = output_format(output, json_output)
+    chosen = pipeline_for(pipeline)
     settings = settings_for(kafka_bootstrap=kafka_bootstrap, connect_url=connect_url, database_url=database_url)
     with kafka_for(settings) as kafka:
         kafka.ping()
         if topic:
             kafka.require_topic(topic)
         groups = group_lag(kafka, [group] if group else None, all_topics=all_topics, topic=topic)
-    pipe = pipeline_state(settings.database_url, settings.connect_url, default_connector_name())
+    pipe = pipeline_state(settings.database_url, settings.connect_url, chosen.connector, chosen.slot)
     now = now_ms()
     alerting = max_lag is not None or max_slot_lag is not None
     alerts = max_lag_alerts(groups, pipe, max_lag, max_slot_lag) if alerting else []

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
+from typing import Optional
 
 import typer
 from rich.table import Table
 
 from postbox.cli.client_options import command_settings, kafka_client_options
+from postbox.cli.incident_common import PipelineOpt, pipeline_for
 from postbox.cli.output import console, err_console, print_json
 from postbox.slot import describe as describe_slot
 
@@ -75,12 +77,15 @@ def down() -> None:
         console.print(f"{step.component}: {step.outcome}")
 
 
-def status(json_output: bool = typer.Option(False, "--json", help="Print the status as JSON.")) -> None:
+def status(
+    json_output: bool = typer.Option(False, "--json", help="Print the status as JSON."),
+    pipeline: Optional[str] = PipelineOpt,
+) -> None:
     """Exit 0 when the stack is healthy, 1 otherwise (with or without --json)."""
     from postbox.stack.stack import healthy as is_healthy
 
     stack = _stack(locate_tools=False)
-    data = stack.status()
+    data = stack.status(pipeline_for(pipeline))
     healthy = is_healthy(data)
     if json_output:
         print_json({**data, "healthy": healthy})

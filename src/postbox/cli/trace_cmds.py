@@ -14,7 +14,9 @@ from postbox.cli.incident_common import (
     event_id as parse_event_id,
     group_id,
     marker_ttl as resolve_ttl,
+    PipelineOpt,
     number,
+    pipeline_for,
     progress,
     settings_for,
 )
@@ -35,6 +37,7 @@ def trace(
     marker_ttl: Optional[str] = typer.Option(None, "--marker-ttl", help="Dedupe marker TTL the apply times are estimated with (env POSTBOX_MARKER_TTL; default: each group's published TTL, else 8d)."),
     max_scan: int = typer.Option(2_000_000, "--max-scan", min=1, help="Examine at most this many Kafka records."),
     no_redis_scan: bool = typer.Option(False, "--no-redis-scan", help="Do not SCAN Redis for markers under other anchors."),
+    pipeline: Optional[str] = PipelineOpt,
     json_output: bool = JsonOpt,
     kafka_bootstrap: Optional[str] = KafkaOpt,
     redis_url: Optional[str] = RedisOpt,
@@ -44,6 +47,7 @@ def trace(
     request = TraceRequest(
         parse_event_id(event_id), resolve_ttl(marker_ttl), marker_ttl_flag=marker_ttl, topic=topic, groups=list(group or []) or None, database_url=database_url,
         local_maint_url=local_stack_env().get("POSTBOX_MAINT_DATABASE_URL"), max_scan=max_scan, scan_redis=not no_redis_scan,
+        pipeline=pipeline_for(pipeline),
     )
     result = run_trace(request, settings_for(kafka_bootstrap=kafka_bootstrap, redis_url=redis_url), progress)
     if json_output:

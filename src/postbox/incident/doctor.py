@@ -13,12 +13,10 @@ from typing import Any
 
 from postbox.errors import PostboxError
 from postbox.outbox.deliverable import RULES, database_rules_state
+from postbox.pipelines import DEFAULT, Pipeline
 from postbox.settings import Settings, redact_url
-from postbox.slot import SLOT_NAME, describe as describe_slot, read_slot
+from postbox.slot import describe as describe_slot, read_slot
 from postbox.topics import DLQ_SUFFIX, TOPIC_PREFIX
-
-SLOT = SLOT_NAME
-PUBLICATION = "postbox_outbox"
 
 
 @dataclass
@@ -32,10 +30,13 @@ class Check:
         return {"check": self.name, "status": self.status, "detail": self.detail, "fix": self.fix}
 
 
-def run_checks(settings: Settings, connector_name: str, kafka_factory: Callable[[], Any]) -> list[Check]:
+def run_checks(settings: Settings, connector_name: str | None, kafka_factory: Callable[[], Any],
+               pipeline: Pipeline = DEFAULT) -> list[Check]:
+    """Every check, of ``pipeline``'s outbox, slot, publication and connector (``connector_name``:
+    another name for its connector) and of the Kafka, Redis and schemas every pipeline shares."""
     checks: list[Check] = []
-    checks += _postgres(settings)
-    checks += _connect(settings, connector_name)
+    checks += _postgres(settings, pipeline)
+    checks += _connect(settings, connector_name or pipeline.connector, pipeline.flag)
     checks.append(_kafka(kafka_factory))
     checks += _redis(settings)
     checks += _guard("marker TTL", lambda: _marker_ttl(settings, kafka_factory))
@@ -53,7 +54,7 @@ def _guard(name: str, fn: Callable[[], Check | list[Check]]) -> list[Check]:
     return result if isinstance(result, list) else [result]
 
 
-def _postgres(settings: Settings) -> list[Check]:
+def _postgres(settings: Settings, pipeline: Pipeline) -> list[Check]:
     import psycopg
 
     try:
@@ -69,31 +70,37 @@ def _postgres(settings: Settings) -> list[Check]:
         wal = conn.execute("SHOW wal_level").fetchone()[0]
         out.append(Check("wal_level", "ok" if wal == "logical" else "fail", f"wal_level = {wal}",
                          None if wal == "logical" else "ALTER SYSTEM SET wal_level = logical; then restart PostgreSQL"))
-        out.append(_slot(conn))
-        out.append(_deliverable(conn))
-        pub = conn.execute(
-            "SELECT p.pubinsert, p.pubviaroot, EXISTS (SELECT 1 FROM pg_publication_tables t WHERE t.pubname = p.pubname"
-            " AND t.schemaname = 'postbox' AND t.tablename = 'outbox') FROM pg_publication p WHERE p.pubname = %s",
-            (PUBLICATION,),
-        ).fetchone()
-        if pub is None:
-            out.append(Check("publication", "fail", f"publication {PUBLICATION} does not exist", "run `postbox db init`"))
-        else:
-            ok = pub[0] and pub[1] and pub[2]
-            out.append(Check("publication", "ok" if ok else "fail",
-                             f"{PUBLICATION}: inserts {'on' if pub[0] else 'OFF'}, via partition root {'on' if pub[1] else 'OFF'},"
-                             f" postbox.outbox {'included' if pub[2] else 'MISSING'}",
-                             None if ok else "run `postbox db init` (it repairs the publication)"))
+        out.append(_slot(conn, pipeline))
+        out.append(_deliverable(conn, pipeline))
+        out.append(_publication(conn, pipeline))
     return out
 
 
-def _slot(conn: Any) -> Check:
+def _publication(conn: Any, pipeline: Pipeline) -> Check:
+    """The pipeline's publication publishes its outbox's inserts, as the partition root."""
+    pub = conn.execute(
+        "SELECT p.pubinsert, p.pubviaroot, EXISTS (SELECT 1 FROM pg_publication_tables t WHERE t.pubname = p.pubname"
+        " AND t.schemaname = %s AND t.tablename = 'outbox') FROM pg_publication p WHERE p.pubname = %s",
+        (pipeline.schema, pipeline.publication),
+    ).fetchone()
+    if pub is None:
+        return Check("publication", "fail", f"publication {pipeline.publication} does not exist in database {conn.info.dbname!r}",
+                     f"run `postbox db init{pipeline.flag}`")
+    ok = pub[0] and pub[1] and pub[2]
+    return Check("publication", "ok" if ok else "fail",
+                 f"{pipeline.publication}: inserts {'on' if pub[0] else 'OFF'}, via partition root {'on' if pub[1] else 'OFF'},"
+                 f" {pipeline.table} {'included' if pub[2] else 'MISSING'}",
+                 None if ok else f"run `postbox db init{pipeline.flag}` (it repairs the publication)")
+
+
+def _slot(conn: Any, pipeline: Pipeline) -> Check:
     """#12.6: the slot exists, is read, and its WAL is not about to be (or already) lost."""
-    slot = read_slot(conn, SLOT)
-    line = f"{SLOT}: {describe_slot(slot)}"
+    name = pipeline.slot
+    slot = read_slot(conn, name)
+    line = f"{name}: {describe_slot(slot)}"
     if slot["state"] == "missing":
-        return Check("replication slot", "fail", f"slot {SLOT} does not exist",
-                     "register the connector (`postbox connector apply`): Debezium creates the slot; "
+        return Check("replication slot", "fail", f"slot {name} does not exist",
+                     f"register the connector (`postbox connector apply{pipeline.flag}`): Debezium creates the slot; "
                      "if it existed before, events written since may be lost: docs/recovery.md")
     if slot["wal_status"] == "lost":
         return Check("replication slot", "fail", line,
@@ -108,19 +115,19 @@ def _slot(conn: Any) -> Check:
     return Check("replication slot", "ok", line)
 
 
-def _deliverable(conn: Any) -> Check:
+def _deliverable(conn: Any, pipeline: Pipeline) -> Check:
     """#12.7: no outbox row the connector cannot deliver (it would stop every event behind it)."""
     name = "deliverable rows"
-    state = database_rules_state(conn)
+    state = database_rules_state(conn, pipeline)
     if state is None:
-        return Check(name, "fail", f"postbox.outbox lacks {RULES}: other writers can insert rows that stop the connector",
-                     "run `postbox db init` (it sets them, idempotently)")
+        return Check(name, "fail", f"{pipeline.table} lacks {RULES}: other writers can insert rows that stop the connector",
+                     f"run `postbox db init{pipeline.flag}` (it sets them, idempotently)")
     if state:
-        return Check(name, "ok", f"{RULES} validated: every row in postbox.outbox can be delivered")
-    bad = conn.execute("SELECT id, aggregate_type, problem FROM postbox.outbox_undeliverable(20)").fetchall()
+        return Check(name, "ok", f"{RULES} validated: every row in {pipeline.table} can be delivered")
+    bad = conn.execute(pipeline.sql("SELECT id, aggregate_type, problem FROM {schema}.outbox_undeliverable(20)")).fetchall()
     if not bad:
         return Check(name, "warn", f"{RULES} are NOT VALID, though no row breaks them now",
-                     "run `postbox db init` to validate them")
+                     f"run `postbox db init{pipeline.flag}` to validate them")
     listed = "; ".join(f"{i} ({t!r}): {p}" for i, t, p in bad[:5])
     more = f" (and more: {len(bad)} shown of the first 20)" if len(bad) > 5 else ""
     return Check(name, "fail", f"{len(bad)} row(s) the connector cannot deliver: {listed}{more}",
@@ -128,25 +135,28 @@ def _deliverable(conn: Any) -> Check:
                  "docs/recovery.md (skip them in the slot, then republish what is behind them)")
 
 
-def _connect(settings: Settings, name: str) -> list[Check]:
+def _connect(settings: Settings, name: str, flag: str = "") -> list[Check]:
+    """The connector and its tasks are RUNNING; ``flag``: the fixes' ``--pipeline``."""
     from postbox.connect_client import ConnectClient
+
+    restart = f"`postbox connector restart{flag}`"
 
     def check() -> list[Check]:
         with ConnectClient(settings.connect_url, timeout=5) as client:
             state = client.status(name)
         if state is None:
             return [Check("connector", "fail", f"connector {name} is not registered at {settings.connect_url}",
-                          "`postbox connector apply`")]
+                          f"`postbox connector apply{flag}`")]
         out = [Check("connector", "ok" if state.connector_state == "RUNNING" else "fail",
                      f"{name}: {state.connector_state} on {state.worker}",
-                     None if state.connector_state == "RUNNING" else "`postbox connector restart`")]
+                     None if state.connector_state == "RUNNING" else restart)]
         if not state.tasks:
-            out.append(Check("connector tasks", "fail", "no tasks", "`postbox connector restart`"))
+            out.append(Check("connector tasks", "fail", "no tasks", restart))
         for task in state.tasks:
             trace = (task.get("trace") or "").strip().splitlines()
             out.append(Check(f"connector task {task['id']}", "ok" if task["state"] == "RUNNING" else "fail",
                              task["state"] + (f": {trace[0]}" if trace else ""),
-                             None if task["state"] == "RUNNING" else "fix the cause above, then `postbox connector restart`"))
+                             None if task["state"] == "RUNNING" else f"fix the cause above, then {restart}"))
         return out
 
     return _guard("connector", check)

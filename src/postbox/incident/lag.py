@@ -125,12 +125,13 @@ def _ages(kafka: Kafka, parts: list[PartitionLag]) -> None:
             p.oldest_unconsumed_ms = msg.timestamp()[1]
 
 
-def pipeline_state(database_url: str, connect_url: str, connector: str | None = None) -> dict[str, Any]:
-    """The replication slot and the connector/tasks, each reported, never raised."""
+def pipeline_state(database_url: str, connect_url: str, connector: str | None = None, slot: str | None = None) -> dict[str, Any]:
+    """The replication slot and the connector/tasks (default: the default pipeline's), each
+    reported, never raised."""
     from postbox.connector import connector_status
-    from postbox.slot import slot_status
+    from postbox.slot import SLOT_NAME, slot_status
 
-    return {"slot": slot_status(database_url), "connector": connector_status(connect_url, connector)}
+    return {"slot": slot_status(database_url, slot or SLOT_NAME), "connector": connector_status(connect_url, connector)}
 
 
 def max_lag_alerts(groups: list[GroupLag], pipe: dict[str, Any], max_lag: int | None, max_slot_lag: int | None = None) -> list[str]:

@@ -27,6 +27,7 @@ from postbox.incident.dlq import DeadLetter
 from postbox.kafka_cluster import Kafka
 from postbox.topics import DLQ_SUFFIX, TOPIC_PREFIX, topic_for
 from postbox.ids import parse_event_id  # noqa: F401 - the one event-id rule, re-exported for the CLI
+from postbox.pipelines import DEFAULT, Pipeline
 from postbox.incident.records import RecordView, iso_ms, render, uuid7_time
 from postbox.incident.redis_state import RedisState, human_duration, iso, published_marker_ttls
 from postbox.secret_env import env_source, env_value
@@ -67,16 +68,16 @@ def reading_database_url(flag: str | None, app_url: str, local_maint_url: str | 
     return app_url, "POSTBOX_DATABASE_URL (app role)"
 
 
-def read_outbox_row(url: str, source: str, event_id: str) -> dict[str, Any]:
-    """{"state": found|absent|unreadable|unreachable, ...} for the event's outbox row."""
+def read_outbox_row(url: str, source: str, event_id: str, pipeline: Pipeline = DEFAULT) -> dict[str, Any]:
+    """{"state": found|absent|unreadable|unreachable, ...} for the event's row in ``pipeline``'s outbox."""
     import psycopg
 
     if not _is_uuid(event_id):  # postbox's outbox ids are uuids: a stock outbox's "42" is not in it
         return {"state": "absent", "source": source, "reason": "not a UUID, so not an id of postbox's outbox table"}
 
-    query = (
+    query = pipeline.sql(
         "SELECT aggregate_type, aggregate_id, event_type, created_at, octet_length(payload), traceparent,"
-        " xmin::text, tableoid::regclass::text FROM postbox.outbox WHERE id = %s"
+        " xmin::text, tableoid::regclass::text FROM {schema}.outbox WHERE id = %s"
     )
     try:
         with psycopg.connect(url, connect_timeout=5, autocommit=True) as conn:
@@ -90,7 +91,7 @@ def read_outbox_row(url: str, source: str, event_id: str) -> dict[str, Any]:
                 except psycopg.Error:
                     return {
                         "state": "unreadable", "source": source,
-                        "reason": f"role {conn.info.user!r} may not read postbox.outbox (the app role can only INSERT)",
+                        "reason": f"role {conn.info.user!r} may not read {pipeline.table} (the app role can only INSERT)",
                         "fix": f"pass --database-url with a reading role (postbox_maint or an admin), or set {MAINT_ENV}",
                     }
             if row is None:
@@ -201,6 +202,8 @@ class TraceRequest:
     local_maint_url: str | None = None
     max_scan: int = DEFAULT_MAX_SCAN
     scan_redis: bool = True
+    #: whose outbox table holds the row
+    pipeline: Pipeline = DEFAULT
 
 
 def run_trace(
@@ -210,7 +213,7 @@ def run_trace(
     """The whole trace: read the outbox row (with a role that may), then Kafka and Redis; the
     connections are opened and closed here, so the CLI only parses and renders."""
     url, source = reading_database_url(request.database_url, settings.database_url, request.local_maint_url)
-    row = read_outbox_row(url, source, request.event_id)
+    row = read_outbox_row(url, source, request.event_id, request.pipeline)
     state = RedisState(settings.redis_url)
     try:
         state.ping()

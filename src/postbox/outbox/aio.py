@@ -26,7 +26,7 @@ AsyncConnection = psycopg.AsyncConnection[Any]
 
 
 class AsyncOutbox(OutboxCore[AsyncConnection]):
-    """Writes events into ``postbox.outbox`` on a psycopg ``AsyncConnection`` (see :class:`OutboxCore`)."""
+    """Writes events into its pipeline's outbox (``postbox.outbox`` by default) on a psycopg ``AsyncConnection`` (see :class:`OutboxCore`)."""
 
     async def emit(self, conn: ServiceConnection, aggregate_type: str, aggregate_id: AggregateId, event_type: str,
                    payload: EventPayload, **options: Unpack[EmitOptions]) -> EmittedEvent:

@@ -43,9 +43,11 @@ from postbox.codec.avro import AvroCodec
 from postbox.outbox.policy import Retention
 from postbox.outbox.rows import AggregateId, EmitOptions, EmittedEvent, NewEvent, RowFactory
 from postbox.outbox.statements import Statement, fold_into, statements_for
+from postbox.outbox.table_statements import outbox_statements
 from postbox.outbox.transaction_check import require_transaction
 from postbox.outbox.write_errors import SETUP_ERRORS, setup_error
 from postbox.payloads.instance import EventPayload
+from postbox.pipelines import Pipeline
 
 ConnT = TypeVar("ConnT", psycopg.Connection[Any], psycopg.AsyncConnection[Any])
 
@@ -65,6 +67,8 @@ class OutboxCore(Generic[ConnT]):
     decides whether an emit deletes its row again (``Retention``; default partitions).
     ``schemas_dir`` names the event schemas folder (default ``POSTBOX_SCHEMAS_DIR``, else
     ``./schemas``); ``codec`` instead hands over a loaded repository; ``encoding`` is "avro" or "json".
+    ``pipeline`` names the outbox table written (:class:`~postbox.pipelines.Pipeline`; default
+    ``POSTBOX_PIPELINE``, else the default pipeline's ``postbox.outbox``).
     """
 
     def __init__(
@@ -75,9 +79,12 @@ class OutboxCore(Generic[ConnT]):
         retention: Retention | str | None = None,
         encoding: str = "avro",
         schemas_dir: Path | str | None = None,
+        pipeline: Pipeline | str | None = None,
     ) -> None:
         self.conninfo = conninfo
         self.retention = Retention.parse(retention)
+        self.pipeline = Pipeline.parse(pipeline)
+        self.statements = outbox_statements(self.pipeline)
         self.rows = RowFactory(codec, encoding=encoding, schemas_dir=schemas_dir)
         self._conn: ConnT | None = None
 
@@ -89,7 +96,7 @@ class OutboxCore(Generic[ConnT]):
         the caller's transaction is untouched); then one INSERT, plus its DELETE under the
         delete-in-transaction retention."""
         row = self.rows.prepare(aggregate_type, aggregate_id, event_type, payload, **options)
-        return Plan(statements_for([row], self.retention), [row.event])
+        return Plan(statements_for([row], self.retention, self.statements), [row.event])
 
     def plan_many(self, events: Iterable[NewEvent]) -> Plan:
         """Many events, in order: every event is validated and encoded before the first is sent.
@@ -98,7 +105,7 @@ class OutboxCore(Generic[ConnT]):
         trip), never COPY: each event stays its own WAL record, which Debezium needs (dbz#1554).
         """
         rows = self.rows.prepare_many(events)
-        return Plan(statements_for(rows, self.retention) if rows else [], [r.event for r in rows])
+        return Plan(statements_for(rows, self.retention, self.statements) if rows else [], [r.event for r in rows])
 
     def plan_folded(self, query: str, params: Sequence[Any] | None, aggregate_type: str, aggregate_id: AggregateId,
                     event_type: str, payload: EventPayload, options: EmitOptions) -> Plan:
@@ -109,7 +116,7 @@ class OutboxCore(Generic[ConnT]):
         the event's. The payload is checked before any SQL, as in :meth:`plan_emit`.
         """
         row = self.rows.prepare(aggregate_type, aggregate_id, event_type, payload, **options)
-        return Plan(fold_into(query, params, row, self.retention), [row.event])
+        return Plan(fold_into(query, params, row, self.retention, self.statements), [row.event])
 
     # -- sending: what both writers do around it ----------------------------------------------
 
@@ -117,7 +124,7 @@ class OutboxCore(Generic[ConnT]):
         """The guard every send runs in: the connection must be in the caller's transaction, and a
         database that is not set up for this writer raises OutboxError with the fix."""
         require_transaction(conn)
-        return Sending(conn, self.retention)
+        return Sending(conn, self.retention, self.pipeline)
 
     # -- the connection ``transaction()`` opens itself ----------------------------------------
 
@@ -147,18 +154,19 @@ class Sending:
 
     A plain class rather than ``@contextmanager``: it runs on every emit, and costs less."""
 
-    __slots__ = ("conn", "retention")
+    __slots__ = ("conn", "pipeline", "retention")
 
-    def __init__(self, conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any], retention: Retention) -> None:
+    def __init__(self, conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any], retention: Retention, pipeline: Pipeline) -> None:
         self.conn = conn
         self.retention = retention
+        self.pipeline = pipeline
 
     def __enter__(self) -> None:
         return None
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         if isinstance(exc, SETUP_ERRORS):
-            raise setup_error(exc, self.conn.info.user, self.retention) from exc
+            raise setup_error(exc, self.conn.info.user, self.retention, self.pipeline) from exc
 
 
 OutboxT = TypeVar("OutboxT")

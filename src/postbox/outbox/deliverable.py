@@ -30,6 +30,7 @@ import re
 from typing import Any
 
 from postbox.outbox.sql_text import sql_text
+from postbox.pipelines import DEFAULT, Pipeline
 from postbox.topics import DLQ_SUFFIX, MAX_TOPIC_NAME, TOPIC_CHARS, TOPIC_PREFIX
 
 MAX_AGGREGATE_TYPE = MAX_TOPIC_NAME - len(TOPIC_PREFIX) - len(DLQ_SUFFIX)
@@ -112,11 +113,11 @@ def shown(text: str, limit: int = 60) -> str:
     return short if short.isprintable() else repr(short)[1:-1]
 
 
-def database_rules_state(conn: Any) -> bool | None:
-    """Whether the database applies the rules to every writer: None when a column lacks its domain
-    or a domain its constraint, else whether every constraint is validated (a NOT VALID one still
-    refuses new rows; older rows may break it). ``conn`` is a psycopg connection."""
-    row = conn.execute(_STATE_SQL).fetchone()
+def database_rules_state(conn: Any, pipeline: Pipeline = DEFAULT) -> bool | None:
+    """Whether the database applies the rules to every writer of ``pipeline``'s outbox: None when a
+    column lacks its domain or a domain its constraint, else whether every constraint is validated
+    (a NOT VALID one still refuses new rows; older rows may break it). ``conn``: a psycopg connection."""
+    row = conn.execute(pipeline.sql(_STATE_SQL)).fetchone()
     return None if row is None or row[0] is None else bool(row[0])
 
 

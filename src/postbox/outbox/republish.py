@@ -11,7 +11,7 @@ are UUIDv7 from each writer's clock, which hosts do not share), in batches of ``
 transaction each, so per-aggregate order holds among republished events; a republished event can
 still arrive after a later event of its aggregate that was published before the loss. Rows the
 connector could not deliver (``outbox_row_problem``) are left alone and counted. A successful run releases retention's
-hold (``postbox.retention_holds``), and the re-inserted rows carry new transaction ids, so
+hold (``<schema>.retention_holds``), and the re-inserted rows carry new transaction ids, so
 retention keeps them until the new slot has confirmed them.
 """
 
@@ -26,6 +26,7 @@ from typing import Any
 from postbox.errors import RetentionError
 from postbox.outbox.retention import owner_connection
 from postbox.outbox.sql_text import sql_text
+from postbox.pipelines import Pipeline
 
 QUEUE_SQL = sql_text("republish_queue.sql")
 BATCH_SQL = sql_text("republish_batch.sql")
@@ -49,19 +50,22 @@ def republish(
     since: datetime | None = None,
     batch: int = 1000,
     progress: Callable[[int], None] | None = None,
+    pipeline: Pipeline | str | None = None,
 ) -> RepublishReport:
-    """Re-insert every outbox row (created at or after ``since``) so the connector publishes it again."""
+    """Re-insert every row of ``pipeline``'s outbox (created at or after ``since``) so its connector
+    publishes it again. ``pipeline``: default ``POSTBOX_PIPELINE``, else the default pipeline."""
     if batch < 1:
         raise RetentionError(f"batch {batch} must be positive", fix="e.g. --batch 1000")
+    chosen = Pipeline.parse(pipeline)
     report = RepublishReport()
-    with owner_connection(conninfo, "to republish") as conn:
+    with owner_connection(conninfo, "to republish", chosen) as conn:
         with conn.transaction():
             conn.execute("DROP TABLE IF EXISTS pg_temp.republish_queue")
-            conn.execute(QUEUE_SQL, {"since": since})
+            conn.execute(chosen.sql(QUEUE_SQL), {"since": since})
         total = conn.execute("SELECT count(*) FROM republish_queue").fetchone()[0]  # type: ignore[index]
         for after in range(0, total, batch):
             with conn.transaction():
-                ids = [r[0] for r in conn.execute(BATCH_SQL, {"after": after, "batch": batch})]
+                ids = [r[0] for r in conn.execute(chosen.sql(BATCH_SQL), {"after": after, "batch": batch})]
             if not ids:
                 continue  # deleted meanwhile (retention holds while a slot is lost, so rarely)
             report.first_id = report.first_id or str(ids[0])
@@ -71,9 +75,9 @@ def republish(
                 progress(report.republished)
         conn.execute("DROP TABLE republish_queue")
         report.skipped_undeliverable = conn.execute(
-            "SELECT count(*) FROM postbox.outbox_undeliverable(2147483647)"
+            chosen.sql("SELECT count(*) FROM {schema}.outbox_undeliverable(2147483647)")
         ).fetchone()[0]  # type: ignore[index]
-        report.released_holds = conn.execute("DELETE FROM postbox.retention_holds").rowcount
+        report.released_holds = conn.execute(chosen.sql("DELETE FROM {schema}.retention_holds")).rowcount
     return report
 
 

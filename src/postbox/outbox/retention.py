@@ -31,9 +31,11 @@ from psycopg import sql
 
 from postbox.errors import RetentionError
 from postbox.redelivery import human
-from postbox.slot import LOSS_STATES, SLOT_NAME, read_slot
+from postbox.pipelines import DEFAULT, Pipeline
+from postbox.slot import LOSS_STATES, read_slot
 
-LOCK_KEY = "postbox.outbox.retention"
+#: The default pipeline's advisory-lock key (each pipeline's: :attr:`Pipeline.retention_lock`).
+LOCK_KEY = DEFAULT.retention_lock
 DEFAULT_KEEP = timedelta(days=2)
 DEFAULT_WIDTH = timedelta(days=1)
 DEFAULT_AHEAD = timedelta(days=7)
@@ -70,16 +72,16 @@ class RetentionReport:
         }
 
 
-def list_partitions(conn: psycopg.Connection[Any]) -> list[dict[str, Any]]:
-    """The outbox's partitions with their time ranges and estimated row counts, oldest first."""
-    rows = conn.execute(
+def list_partitions(conn: psycopg.Connection[Any], pipeline: Pipeline = DEFAULT) -> list[dict[str, Any]]:
+    """The partitions of ``pipeline``'s outbox with their time ranges and estimated row counts, oldest first."""
+    rows = conn.execute(pipeline.sql(
         """SELECT p.partition, p.lower_time, p.upper_time, p.is_default, p.detach_pending,
                   greatest(c.reltuples, 0)::bigint AS estimated_rows, pg_total_relation_size(c.oid) AS bytes
-             FROM postbox.outbox_partitions p
+             FROM {schema}.outbox_partitions p
              JOIN pg_class c ON c.relname = p.partition
-             JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = 'postbox'
+             JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = '{schema}'
             ORDER BY p.is_default, p.lower_time"""
-    ).fetchall()
+    )).fetchall()
     names = ["partition", "lower_time", "upper_time", "is_default", "detach_pending", "estimated_rows", "bytes"]
     return [dict(zip(names, r)) for r in rows]
 
@@ -94,75 +96,97 @@ def run_retention(
     lock_timeout: timedelta = timedelta(seconds=2),
     attempts: int = 5,
     dry_run: bool = False,
-    slot_name: str = SLOT_NAME,
+    slot_name: str | None = None,
     confirm_wait: timedelta = DEFAULT_CONFIRM_WAIT,
     progress: Callable[[str], None] | None = None,
+    pipeline: Pipeline | str | None = None,
 ) -> RetentionReport:
-    """One retention pass as the maintenance role (it must be a member of postbox_owner).
+    """One retention pass over ``pipeline``'s outbox as the maintenance role (it must be a member
+    of postbox_owner). ``pipeline``: default ``POSTBOX_PIPELINE``, else the default pipeline; its
+    replication slot decides what may go (``slot_name`` names another one).
 
     ``confirm_wait``: how long to wait for the slot to confirm this run's checkpoint (the connector
     confirms within its heartbeat interval); without it a run drops up to the previous run's.
     """
     if keep < timedelta(minutes=1):
         raise RetentionError(f"keep period {human(keep)} is too short", fix="keep rows at least a few minutes (e.g. --keep 2d)")
-    report = RetentionReport(dry_run=dry_run)
-    with owner_connection(conninfo, "for retention") as conn:
+    chosen = Pipeline.parse(pipeline)
+    run = _Run(RetentionReport(dry_run=dry_run), chosen, attempts)
+    report = run.report
+    with owner_connection(conninfo, "for retention", chosen) as conn:
         conn.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(f"{int(lock_timeout.total_seconds() * 1000)}ms")))
-        got = conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (LOCK_KEY,)).fetchone()
+        got = conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (chosen.retention_lock,)).fetchone()
         if not got or not got[0]:
             report.locked_out = True
             return report
         try:
-            horizon = _confirmed_horizon(conn, report, slot_name, confirm_wait, progress)
-            _finish_interrupted(conn, report, dry_run, attempts, horizon)
-            _ensure_ahead(conn, report, width, ahead, dry_run, attempts)
+            horizon = _confirmed_horizon(conn, run, slot_name or chosen.slot, confirm_wait, progress)
+            _finish_interrupted(conn, run, horizon)
+            _ensure_ahead(conn, run, width, ahead)
             if horizon is not None:
-                _drop_old(conn, report, keep, horizon, dry_run, attempts)
+                _drop_old(conn, run, keep, horizon)
                 if not dry_run:
-                    _purge_default(conn, report, keep, batch, horizon, attempts)
-            report.partitions = list_partitions(conn)
+                    _purge_default(conn, run, keep, batch, horizon)
+            report.partitions = list_partitions(conn, chosen)
         finally:
-            conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (LOCK_KEY,))
+            conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (chosen.retention_lock,))
     return report
 
 
-def _ensure_ahead(conn: psycopg.Connection[Any], report: RetentionReport, width: timedelta, ahead: timedelta,
-                  dry_run: bool, attempts: int) -> None:
-    if dry_run:
+@dataclass
+class _Run:
+    """What every step of one run shares: its report, the pipeline whose outbox it keeps, and how
+    many times a step retries a lock."""
+
+    report: RetentionReport
+    pipeline: Pipeline
+    attempts: int
+
+    @property
+    def dry_run(self) -> bool:
+        return self.report.dry_run
+
+    def sql(self, text: str) -> str:
+        return self.pipeline.sql(text)
+
+
+def _ensure_ahead(conn: psycopg.Connection[Any], run: _Run, width: timedelta, ahead: timedelta) -> None:
+    report = run.report
+    if run.dry_run:
         report.created.append(f"(dry run) would ensure partitions {human(width)} wide up to {human(ahead)} ahead")
         return
-    for line in _retry(attempts, lambda: [
-        r[0] for r in conn.execute("SELECT postbox.outbox_ensure_partitions(%s, %s)", (width, ahead)).fetchall()
-    ]):
+    ensure = run.sql("SELECT {schema}.outbox_ensure_partitions(%s, %s)")
+    for line in _retry(run.attempts, lambda: [r[0] for r in conn.execute(ensure, (width, ahead)).fetchall()]):
         (report.skipped if line.startswith("skipped") else report.created).append(line)
 
 
-def _confirmed_horizon(conn: psycopg.Connection[Any], report: RetentionReport, slot_name: str,
+def _confirmed_horizon(conn: psycopg.Connection[Any], run: _Run, slot_name: str,
                        confirm_wait: timedelta, progress: Callable[[str], None] | None = None) -> str | None:
     """The oldest_xid of the newest checkpoint the slot has confirmed; None (and why) when none is.
 
     Records this run's checkpoint first (not in a dry run) and waits up to ``confirm_wait`` for
     the slot to pass it. Older checkpoints than the one returned are no longer needed.
     """
+    report = run.report
     slot = read_slot(conn, slot_name)
     report.slot = slot
     problem = _slot_problem(slot, slot_name, conn.info.dbname)
     if problem is not None:
         report.refused = problem
         if not report.dry_run:
-            conn.execute("INSERT INTO postbox.retention_holds (reason) SELECT %s"
-                         " WHERE NOT EXISTS (SELECT FROM postbox.retention_holds)", (problem,))
+            conn.execute(run.sql("INSERT INTO {schema}.retention_holds (reason) SELECT %s"
+                                 " WHERE NOT EXISTS (SELECT FROM {schema}.retention_holds)"), (problem,))
         return None
-    hold = conn.execute("SELECT since, reason FROM postbox.retention_holds ORDER BY since LIMIT 1").fetchone()
+    hold = conn.execute(run.sql("SELECT since, reason FROM {schema}.retention_holds ORDER BY since LIMIT 1")).fetchone()
     if hold is not None:
         report.refused = (f"retention is on hold since {hold[0]:%Y-%m-%d %H:%M:%S %Z}: {hold[1]}. Once the rows are "
-                          "republished (`postbox db republish`, docs/recovery.md) the hold is released")
+                          f"republished (`postbox db republish{run.pipeline.flag}`, docs/recovery.md) the hold is released")
         return None
     if not report.dry_run:
-        lsn = conn.execute(
-            "INSERT INTO postbox.retention_checkpoints (lsn, oldest_xid)"
+        lsn = conn.execute(run.sql(
+            "INSERT INTO {schema}.retention_checkpoints (lsn, oldest_xid)"
             " VALUES (pg_current_wal_insert_lsn(), pg_snapshot_xmin(pg_current_snapshot())) RETURNING lsn::text"
-        ).fetchone()[0]  # type: ignore[index]
+        )).fetchone()[0]  # type: ignore[index]
         started = time.monotonic()
         shown = 0.0
         while not _slot_passed(conn, slot_name, lsn) and time.monotonic() - started < confirm_wait.total_seconds():
@@ -171,10 +195,10 @@ def _confirmed_horizon(conn: psycopg.Connection[Any], report: RetentionReport, s
                 shown = elapsed
                 progress(f"waiting for replication slot {slot_name} to confirm this run's checkpoint {lsn}… {elapsed:.0f}s")
             time.sleep(0.5)
-    row = conn.execute(
-        """SELECT c.taken_at, c.oldest_xid::text FROM postbox.retention_checkpoints c, pg_replication_slots s
+    row = conn.execute(run.sql(
+        """SELECT c.taken_at, c.oldest_xid::text FROM {schema}.retention_checkpoints c, pg_replication_slots s
             WHERE s.slot_name = %s AND c.lsn <= s.confirmed_flush_lsn
-            ORDER BY c.taken_at DESC LIMIT 1""",
+            ORDER BY c.taken_at DESC LIMIT 1"""),
         (slot_name,),
     ).fetchone()
     if row is None:
@@ -183,7 +207,7 @@ def _confirmed_horizon(conn: psycopg.Connection[Any], report: RetentionReport, s
                           "reached Kafka, nothing was dropped; the next run can drop what the slot has confirmed by then")
         return None
     if not report.dry_run:
-        conn.execute("DELETE FROM postbox.retention_checkpoints WHERE taken_at < %s", (row[0],))
+        conn.execute(run.sql("DELETE FROM {schema}.retention_checkpoints WHERE taken_at < %s"), (row[0],))
     return str(row[1])
 
 
@@ -206,73 +230,72 @@ def _slot_passed(conn: psycopg.Connection[Any], slot_name: str, lsn: str) -> boo
     return bool(row and row[0])
 
 
-def _drop_old(conn: psycopg.Connection[Any], report: RetentionReport, keep: timedelta, horizon: str,
-              dry_run: bool, attempts: int) -> None:
-    old = conn.execute(
-        """SELECT partition FROM postbox.outbox_partitions
+def _drop_old(conn: psycopg.Connection[Any], run: _Run, keep: timedelta, horizon: str) -> None:
+    report, schema = run.report, run.pipeline.schema
+    old = conn.execute(run.sql(
+        """SELECT partition FROM {schema}.outbox_partitions
             WHERE NOT is_default AND NOT detach_pending AND upper_time <= now() - %s
-            ORDER BY lower_time""",
+            ORDER BY lower_time"""),
         (keep,),
     ).fetchall()
     for (name,) in old:
-        unconfirmed = _retry(attempts, lambda n=name: _drop_if_confirmed(conn, n, horizon, dry_run))
+        unconfirmed = _retry(run.attempts, lambda n=name: _drop_if_confirmed(conn, run, n, horizon))
         if unconfirmed:
-            report.kept.append(f"kept partition postbox.{name}: {unconfirmed} row(s) written after the newest "
+            report.kept.append(f"kept partition {schema}.{name}: {unconfirmed} row(s) written after the newest "
                                "retention checkpoint the replication slot has confirmed (they may not be in Kafka yet)")
-        elif dry_run:
-            report.dropped.append(f"(dry run) would drop postbox.{name}")
+        elif run.dry_run:
+            report.dropped.append(f"(dry run) would drop {schema}.{name}")
         else:
-            report.dropped.append(f"dropped partition postbox.{name}")
+            report.dropped.append(f"dropped partition {schema}.{name}")
 
 
-def _drop_if_confirmed(conn: psycopg.Connection[Any], name: str, horizon: str, dry_run: bool) -> int:
+def _drop_if_confirmed(conn: psycopg.Connection[Any], run: _Run, name: str, horizon: str) -> int:
     """Drop ``name`` unless it holds rows the slot has not confirmed; returns how many it holds.
 
     Under ACCESS EXCLUSIVE on the partition (which the DROP takes anyway), so no insert can land
     between the check and the drop. The check reads the partition once (a sequential scan).
     """
-    table = sql.Identifier(name)
+    table = sql.Identifier(run.pipeline.schema, name)
     with conn.transaction():
-        if not dry_run:
-            conn.execute(sql.SQL("LOCK TABLE postbox.{} IN ACCESS EXCLUSIVE MODE").format(table))
+        if not run.dry_run:
+            conn.execute(sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(table))
         unconfirmed = conn.execute(
-            sql.SQL("SELECT count(*) FROM postbox.{} WHERE NOT postbox.xid_precedes(xmin, %s::xid8)").format(table),
+            sql.SQL(run.sql("SELECT count(*) FROM {} WHERE NOT {schema}.xid_precedes(xmin, %s::xid8)")).format(table),
             (horizon,),
         ).fetchone()[0]  # type: ignore[index]
-        if not unconfirmed and not dry_run:
-            conn.execute(sql.SQL("DROP TABLE postbox.{}").format(table))
+        if not unconfirmed and not run.dry_run:
+            conn.execute(sql.SQL("DROP TABLE {}").format(table))
     return int(unconfirmed)
 
 
-def _purge_default(conn: psycopg.Connection[Any], report: RetentionReport, keep: timedelta, batch: int,
-                   horizon: str, attempts: int) -> None:
+def _purge_default(conn: psycopg.Connection[Any], run: _Run, keep: timedelta, batch: int, horizon: str) -> None:
+    purge = run.sql("SELECT {schema}.outbox_purge_default(now() - %s, %s, %s::xid8)")
     while True:
-        n = _retry(attempts, lambda: conn.execute(
-            "SELECT postbox.outbox_purge_default(now() - %s, %s, %s::xid8)", (keep, batch, horizon)
-        ).fetchone()[0])  # type: ignore[index]
-        report.purged_default_rows += int(n)
+        n = _retry(run.attempts, lambda: conn.execute(purge, (keep, batch, horizon)).fetchone()[0])  # type: ignore[index]
+        run.report.purged_default_rows += int(n)
         if n < batch:
             break
 
 
-def owner_connection(conninfo: str, purpose: str) -> psycopg.Connection[Any]:
-    """An autocommit connection acting as postbox_owner (:func:`become_owner`), for maintenance;
-    a RetentionError with the fix when it cannot connect. ``purpose`` completes "cannot connect"."""
+def owner_connection(conninfo: str, purpose: str, pipeline: Pipeline = DEFAULT) -> psycopg.Connection[Any]:
+    """An autocommit connection acting as postbox_owner (:func:`become_owner`), for maintenance of
+    ``pipeline``'s outbox; a RetentionError with the fix when it cannot connect. ``purpose``
+    completes "cannot connect"."""
     try:
         conn = psycopg.connect(conninfo, autocommit=True)
     except psycopg.OperationalError as exc:
         raise RetentionError(f"cannot connect {purpose}: {exc}".strip(), fix="check --url / POSTBOX_MAINT_DATABASE_URL") from exc
     try:
-        become_owner(conn)
+        become_owner(conn, pipeline)
     except BaseException:
         conn.close()
         raise
     return conn
 
 
-def become_owner(conn: psycopg.Connection[Any]) -> None:
+def become_owner(conn: psycopg.Connection[Any], pipeline: Pipeline = DEFAULT) -> None:
     """``SET ROLE postbox_owner`` (partition maintenance, republish and `db status` act as the
-    outbox's owner); a RetentionError with the fix when the role or the outbox is missing."""
+    outbox's owner); a RetentionError with the fix when the role or ``pipeline``'s outbox is missing."""
     try:
         conn.execute("SET ROLE postbox_owner")
     except psycopg.errors.InsufficientPrivilege as exc:
@@ -281,38 +304,40 @@ def become_owner(conn: psycopg.Connection[Any]) -> None:
             fix="connect as postbox_maint (created by `postbox db init`)",
         ) from exc
     except psycopg.errors.InvalidParameterValue as exc:
-        raise RetentionError("role postbox_owner does not exist in this cluster", fix="run `postbox db init` first") from exc
-    exists = conn.execute("SELECT to_regclass('postbox.outbox') IS NOT NULL").fetchone()
+        raise RetentionError("role postbox_owner does not exist in this cluster", fix=f"run `postbox db init{pipeline.flag}` first") from exc
+    exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (pipeline.table,)).fetchone()
     if not exists or not exists[0]:
-        raise RetentionError(f"no postbox.outbox in database {conn.info.dbname!r}", fix="run `postbox db init` first")
+        raise RetentionError(f"no {pipeline.table} in database {conn.info.dbname!r}: pipeline {pipeline.name} is not set up there",
+                             fix=f"run `postbox db init{pipeline.flag}` first, or name the pipeline this database holds (--pipeline)")
 
 
-def _finish_interrupted(conn: psycopg.Connection[Any], report: RetentionReport, dry_run: bool, attempts: int,
-                        horizon: str | None) -> None:
+def _finish_interrupted(conn: psycopg.Connection[Any], run: _Run, horizon: str | None) -> None:
     """Complete what an interrupted run (or a manual DETACH CONCURRENTLY) left behind."""
-    pending = conn.execute("SELECT partition FROM postbox.outbox_partitions WHERE detach_pending").fetchall()
+    report, schema = run.report, run.pipeline.schema
+    pending = conn.execute(run.sql("SELECT partition FROM {schema}.outbox_partitions WHERE detach_pending")).fetchall()
     for (name,) in pending:
-        if not dry_run:
-            _retry(attempts, lambda n=name: conn.execute(
-                sql.SQL("ALTER TABLE postbox.outbox DETACH PARTITION postbox.{} FINALIZE").format(sql.Identifier(n))
+        if not run.dry_run:
+            _retry(run.attempts, lambda n=name: conn.execute(
+                sql.SQL(run.sql("ALTER TABLE {schema}.outbox DETACH PARTITION {} FINALIZE")).format(sql.Identifier(schema, n))
             ))
-        report.dropped.append(f"finalized pending detach of postbox.{name}")
+        report.dropped.append(f"finalized pending detach of {schema}.{name}")
     orphans = conn.execute(
         r"""SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-             WHERE n.nspname = 'postbox' AND c.relkind = 'r' AND c.relname ~ '^outbox_p[0-9]{8}t[0-9]{6}$'
-               AND NOT EXISTS (SELECT FROM pg_inherits i WHERE i.inhrelid = c.oid)"""
+             WHERE n.nspname = %s AND c.relkind = 'r' AND c.relname ~ '^outbox_p[0-9]{8}t[0-9]{6}$'
+               AND NOT EXISTS (SELECT FROM pg_inherits i WHERE i.inhrelid = c.oid)""",
+        (schema,),
     ).fetchall()
     for (name,) in orphans:
         # Made by an ensure that failed between CREATE and ATTACH, or detached and not dropped:
         # a detached partition's rows are as unpublished as an attached one's.
         if horizon is None:
-            report.kept.append(f"kept unattached table postbox.{name}: {report.refused}")
+            report.kept.append(f"kept unattached table {schema}.{name}: {report.refused}")
             continue
-        unconfirmed = _drop_if_confirmed(conn, name, horizon, dry_run)
+        unconfirmed = _drop_if_confirmed(conn, run, name, horizon)
         if unconfirmed:
-            report.kept.append(f"kept unattached table postbox.{name}: {unconfirmed} row(s) not yet confirmed by the slot")
+            report.kept.append(f"kept unattached table {schema}.{name}: {unconfirmed} row(s) not yet confirmed by the slot")
         else:
-            report.dropped.append(f"dropped unattached table postbox.{name}")
+            report.dropped.append(f"dropped unattached table {schema}.{name}")
 
 
 def _retry(attempts: int, action: Any) -> Any:
@@ -323,7 +348,7 @@ def _retry(attempts: int, action: Any) -> Any:
         except psycopg.errors.LockNotAvailable as exc:
             if attempt == attempts:
                 raise RetentionError(
-                    f"could not lock postbox.outbox within lock_timeout after {attempts} attempts ({exc.diag.message_primary})",
+                    f"could not lock the outbox within lock_timeout after {attempts} attempts ({exc.diag.message_primary})",
                     fix="a long transaction holds the outbox; retry later (cron will) or raise --lock-timeout",
                 ) from exc
             time.sleep(min(0.2 * 2**attempt, 5.0))

@@ -22,19 +22,20 @@ from postbox.frozen import assemble
 from postbox.payloads.instance import EventPayload, as_mapping
 from postbox.outbox.deliverable import aggregate_type_problem, event_type_problem, key_problem, plain_key, shown
 from postbox.outbox.trace import resolve_traceparent
-from postbox.outbox.sql_text import sql_text
+from postbox.outbox.table_statements import DEFAULT_STATEMENTS
 from postbox.outbox.uuid7 import uuid7, uuid7_many
 from postbox.resources import schemas_dir as resolve_schemas_dir
 from postbox.schemas.repository import EventSchema, SchemaRepository
 from postbox.topics import topic_for
 
 
-INSERT_SQL = sql_text("insert.sql")
+#: The default pipeline's single-row INSERT and DELETE (:mod:`postbox.outbox.table_statements`).
+INSERT_SQL = DEFAULT_STATEMENTS.insert
 MAX_PAYLOAD_ENV = "POSTBOX_MAX_PAYLOAD_BYTES"
 #: Below Kafka's default 1 MiB record limit (broker message.max.bytes, Connect's max.request.size),
 #: leaving room for the key and the router's headers.
 MAX_PAYLOAD_BYTES = int(os.environ.get(MAX_PAYLOAD_ENV) or 1_000_000)
-DELETE_SQL = sql_text("delete.sql")
+DELETE_SQL = DEFAULT_STATEMENTS.delete
 
 
 #: What an aggregate id may be given as (it is sent as its string: the Kafka key).

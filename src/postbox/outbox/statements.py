@@ -20,11 +20,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from postbox.outbox.policy import Retention
-from postbox.outbox.rows import DELETE_SQL, INSERT_SQL, PreparedRow
-from postbox.outbox.sql_text import sql_text
+from postbox.outbox.rows import PreparedRow
+from postbox.outbox.table_statements import DEFAULT_STATEMENTS, OutboxStatements
 
-INSERT_MANY_SQL = sql_text("insert_many.sql")
-DELETE_MANY_SQL = sql_text("delete_many.sql")
+#: The default pipeline's batch statements (another pipeline's: :func:`outbox_statements`).
+INSERT_MANY_SQL = DEFAULT_STATEMENTS.insert_many
+DELETE_MANY_SQL = DEFAULT_STATEMENTS.delete_many
 
 #: A chunk's bounds: large enough that a batch is a few statements, small enough that one
 #: statement's parameters stay far below PostgreSQL's 1 GB limit per value and the server's memory.
@@ -34,20 +35,22 @@ CHUNK_MAX_PAYLOAD_BYTES = 32 * 1024 * 1024
 Statement = tuple[str, tuple[Any, ...]]
 
 
-def statements_for(rows: Sequence[PreparedRow], retention: Retention) -> list[Statement]:
-    """The statements that write ``rows`` (in order) under ``retention``."""
+def statements_for(rows: Sequence[PreparedRow], retention: Retention,
+                   table: OutboxStatements = DEFAULT_STATEMENTS) -> list[Statement]:
+    """The statements that write ``rows`` (in order) under ``retention`` into ``table`` (a
+    pipeline's :func:`~postbox.outbox.table_statements.outbox_statements`)."""
     delete = retention is Retention.DELETE
     if len(rows) == 1:
         row = rows[0]
-        single: list[Statement] = [(INSERT_SQL, row.params)]
+        single: list[Statement] = [(table.insert, row.params)]
         if delete:
-            single.append((DELETE_SQL, (row.event.id,)))
+            single.append((table.delete, (row.event.id,)))
         return single
     out: list[Statement] = []
     for chunk in _chunks(rows):
-        out.append((INSERT_MANY_SQL, _columns(chunk)))
+        out.append((table.insert_many, _columns(chunk)))
         if delete:
-            out.append((DELETE_MANY_SQL, ([row.event.id for row in chunk],)))
+            out.append((table.delete_many, ([row.event.id for row in chunk],)))
     return out
 
 
@@ -73,17 +76,18 @@ _LEADING_WITH = re.compile(r"\A\s*WITH(\s+RECURSIVE)?\s", re.IGNORECASE)
 
 
 @functools.lru_cache(maxsize=256)
-def _folded_text(query: str) -> str:
+def _folded_text(query: str, insert_sql: str) -> str:
     """``query`` with the outbox INSERT as its first CTE; made once per query text (a caller runs
     the same few statements again and again, and psycopg then finds the same prepared statement)."""
-    insert = f"{FOLDED_CTE} AS ({INSERT_SQL})"
+    insert = f"{FOLDED_CTE} AS ({insert_sql})"
     match = _LEADING_WITH.match(query)
     if match:
         return f"{query[:match.end()]}{insert}, {query[match.end():]}"
     return f"WITH {insert} {query}"
 
 
-def fold_into(query: str, params: Sequence[Any] | None, row: PreparedRow, retention: Retention) -> list[Statement]:
+def fold_into(query: str, params: Sequence[Any] | None, row: PreparedRow, retention: Retention,
+              table: OutboxStatements = DEFAULT_STATEMENTS) -> list[Statement]:
     """The caller's statement with the outbox INSERT folded in as a data-modifying CTE.
 
     ``WITH postbox_event AS (INSERT INTO postbox.outbox ...) <query>``: PostgreSQL runs a
@@ -98,7 +102,7 @@ def fold_into(query: str, params: Sequence[Any] | None, row: PreparedRow, retent
             "execute_and_emit takes the query's parameters as a sequence (positional %s/%b placeholders), "
             f"not {type(params).__name__}: the event's parameters are placed before them"
         )
-    out: list[Statement] = [(_folded_text(query), (*row.params, *(params or ())))]
+    out: list[Statement] = [(_folded_text(query, table.insert), (*row.params, *(params or ())))]
     if retention is Retention.DELETE:
-        out.append((DELETE_SQL, (row.event.id,)))
+        out.append((table.delete, (row.event.id,)))
     return out

@@ -27,7 +27,7 @@ Connection = psycopg.Connection[Any]
 
 
 class Outbox(OutboxCore[Connection]):
-    """Writes events into ``postbox.outbox`` on a psycopg ``Connection`` (see :class:`OutboxCore`)."""
+    """Writes events into its pipeline's outbox (``postbox.outbox`` by default) on a psycopg ``Connection`` (see :class:`OutboxCore`)."""
 
     def emit(self, conn: ServiceConnection, aggregate_type: str, aggregate_id: AggregateId, event_type: str,
              payload: EventPayload, **options: Unpack[EmitOptions]) -> EmittedEvent:

@@ -9,23 +9,23 @@
 -- `INSERT ... RETURNING id` (RETURNING needs SELECT on the columns it returns) and a
 -- `DELETE ... WHERE id = ...` reads id. Event ids are UUIDv7 the writer made; the payloads, types
 -- and aggregates of other events stay unreadable (no SELECT on any other column).
-REVOKE ALL ON SCHEMA postbox FROM PUBLIC;
-GRANT USAGE ON SCHEMA postbox TO postbox_app, postbox_cdc, postbox_maint;
-REVOKE ALL ON postbox.outbox FROM PUBLIC;
-REVOKE ALL ON postbox.outbox_default FROM PUBLIC;
-GRANT INSERT ON postbox.outbox TO postbox_app;
-GRANT SELECT ON postbox.outbox TO postbox_cdc;
+REVOKE ALL ON SCHEMA {schema} FROM PUBLIC;
+GRANT USAGE ON SCHEMA {schema} TO postbox_app, postbox_cdc, postbox_maint;
+REVOKE ALL ON {schema}.outbox FROM PUBLIC;
+REVOKE ALL ON {schema}.outbox_default FROM PUBLIC;
+GRANT INSERT ON {schema}.outbox TO postbox_app;
+GRANT SELECT ON {schema}.outbox TO postbox_cdc;
 
 DO $$
 BEGIN
     IF coalesce(current_setting('postbox.retention', true), 'partitions') = 'delete' THEN
-        GRANT DELETE ON postbox.outbox TO postbox_app;
+        GRANT DELETE ON {schema}.outbox TO postbox_app;
     ELSE
-        REVOKE DELETE ON postbox.outbox FROM postbox_app;
+        REVOKE DELETE ON {schema}.outbox FROM postbox_app;
     END IF;
 END
 $$;
 -- A table-level SELECT (granted by hand, or by an old version) would expose the payloads: revoke
 -- it, which also revokes column grants, then grant exactly the id column.
-REVOKE SELECT ON postbox.outbox FROM postbox_app;
-GRANT SELECT (id) ON postbox.outbox TO postbox_app;
+REVOKE SELECT ON {schema}.outbox FROM postbox_app;
+GRANT SELECT (id) ON {schema}.outbox TO postbox_app;

@@ -7,31 +7,31 @@
 -- the WAL insert position L and the oldest transaction still running X (taken first). Every
 -- transaction older than X had committed, its commit record before L. Once the slot's
 -- confirmed_flush_lsn >= L, every row whose xmin precedes X has reached Kafka.
-CREATE TABLE IF NOT EXISTS postbox.retention_checkpoints (
+CREATE TABLE IF NOT EXISTS {schema}.retention_checkpoints (
     taken_at   timestamptz PRIMARY KEY DEFAULT clock_timestamp(),
     lsn        pg_lsn      NOT NULL,   -- pg_current_wal_insert_lsn() when taken
     oldest_xid xid8        NOT NULL    -- pg_snapshot_xmin(pg_current_snapshot()) when taken
 );
-ALTER TABLE postbox.retention_checkpoints OWNER TO postbox_owner;
-REVOKE ALL ON postbox.retention_checkpoints FROM PUBLIC;
+ALTER TABLE {schema}.retention_checkpoints OWNER TO postbox_owner;
+REVOKE ALL ON {schema}.retention_checkpoints FROM PUBLIC;
 
 -- Whether the transaction that wrote a row (its xmin) is older than a checkpoint's oldest_xid.
 -- Compared through age(), which is wraparound-safe for any xid of the last 2^31 transactions;
 -- frozen rows (very old) have the largest age and count as older.
-CREATE OR REPLACE FUNCTION postbox.xid_precedes(row_xmin xid, horizon xid8) RETURNS boolean
+CREATE OR REPLACE FUNCTION {schema}.xid_precedes(row_xmin xid, horizon xid8) RETURNS boolean
     LANGUAGE sql STABLE STRICT PARALLEL SAFE
     SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT age(row_xmin) > age(((horizon::text::numeric % 4294967296)::text)::xid)
 $$;
-ALTER FUNCTION postbox.xid_precedes(xid, xid8) OWNER TO postbox_owner;
+ALTER FUNCTION {schema}.xid_precedes(xid, xid8) OWNER TO postbox_owner;
 
 -- Set by retention when it finds the slot lost or missing; while one exists retention drops
 -- nothing, even once a new slot exists (a new slot "confirms" every older checkpoint, though the
 -- rows before it were never published through it). `postbox db republish` releases it.
-CREATE TABLE IF NOT EXISTS postbox.retention_holds (
+CREATE TABLE IF NOT EXISTS {schema}.retention_holds (
     since  timestamptz PRIMARY KEY DEFAULT clock_timestamp(),
     reason text        NOT NULL
 );
-ALTER TABLE postbox.retention_holds OWNER TO postbox_owner;
-REVOKE ALL ON postbox.retention_holds FROM PUBLIC;
+ALTER TABLE {schema}.retention_holds OWNER TO postbox_owner;
+REVOKE ALL ON {schema}.retention_holds FROM PUBLIC;

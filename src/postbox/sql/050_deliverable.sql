@@ -10,7 +10,7 @@
 --   traceparent     at most 512 bytes (a header)
 
 -- Why a row cannot be delivered, or NULL when it can.
-CREATE OR REPLACE FUNCTION postbox.outbox_row_problem(
+CREATE OR REPLACE FUNCTION {schema}.outbox_row_problem(
     aggregate_type text, aggregate_id text, event_type text, traceparent text
 ) RETURNS text
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -29,13 +29,13 @@ AS $$
             THEN format('traceparent is %s bytes (at most 512)', octet_length(traceparent))
     END
 $$;
-ALTER FUNCTION postbox.outbox_row_problem(text, text, text, text) OWNER TO postbox_owner;
+ALTER FUNCTION {schema}.outbox_row_problem(text, text, text, text) OWNER TO postbox_owner;
 
 -- The same rules as domain types of the four columns (#17), not as a table CHECK: PostgreSQL
 -- rebuilds a table CHECK's expression from its stored text at the start of every INSERT
 -- statement (measured ~30 µs of server CPU per emit, a third of what its INSERT cost), while a
 -- domain's constraints are prepared once per session and cached. They refuse the same rows from
--- every writer, and the error names the column: value for domain postbox.aggregate_type violates
+-- every writer, and the error names the column: value for domain {schema}.aggregate_type violates
 -- check constraint "aggregate_type_deliverable". A test keeps them equal to the function above.
 --
 -- Idempotent, also on a database of an earlier version (text columns, CHECK outbox_deliverable):
@@ -53,9 +53,9 @@ DECLARE
     views text;
 BEGIN
     FOREACH col IN ARRAY ARRAY['aggregate_type', 'aggregate_id', 'event_type', 'traceparent'] LOOP
-        IF to_regtype('postbox.' || col) IS NULL THEN
-            EXECUTE format('CREATE DOMAIN postbox.%I AS text', col);
-            EXECUTE format('ALTER DOMAIN postbox.%I OWNER TO postbox_owner', col);
+        IF to_regtype('{schema}.' || col) IS NULL THEN
+            EXECUTE format('CREATE DOMAIN {schema}.%I AS text', col);
+            EXECUTE format('ALTER DOMAIN {schema}.%I OWNER TO postbox_owner', col);
         END IF;
     END LOOP;
     -- PostgreSQL cannot change the type of a column a view uses (a team's dashboard view on the
@@ -65,20 +65,20 @@ BEGIN
       JOIN pg_rewrite r ON r.oid = d.objid
       JOIN pg_class v ON v.oid = r.ev_class
       JOIN pg_attribute a ON a.attrelid = d.refobjid AND a.attnum = d.refobjsubid
-     WHERE d.classid = 'pg_rewrite'::regclass AND d.refobjid = 'postbox.outbox'::regclass
+     WHERE d.classid = 'pg_rewrite'::regclass AND d.refobjid = '{schema}.outbox'::regclass
        AND a.attname IN ('aggregate_type', 'aggregate_id', 'event_type', 'traceparent')
-       AND a.atttypid <> ('postbox.' || a.attname)::regtype;
+       AND a.atttypid <> ('{schema}.' || a.attname)::regtype;
     IF views IS NOT NULL THEN
-        RAISE EXCEPTION 'the outbox''s columns become domain types over text (postbox.<column>), and PostgreSQL cannot change the type of a column a view uses: %', views
+        RAISE EXCEPTION 'the outbox''s columns become domain types over text ({schema}.<column>), and PostgreSQL cannot change the type of a column a view uses: %', views
             USING HINT = format('drop %s, run postbox db init again, then recreate it (its columns read as text as before)', views);
     END IF;
-    IF EXISTS (SELECT FROM pg_constraint WHERE conname = 'outbox_deliverable' AND conrelid = 'postbox.outbox'::regclass) THEN
-        ALTER TABLE postbox.outbox DROP CONSTRAINT outbox_deliverable;  -- the table CHECK, before #17's domains
+    IF EXISTS (SELECT FROM pg_constraint WHERE conname = 'outbox_deliverable' AND conrelid = '{schema}.outbox'::regclass) THEN
+        ALTER TABLE {schema}.outbox DROP CONSTRAINT outbox_deliverable;  -- the table CHECK, before #17's domains
     END IF;
     FOREACH col IN ARRAY ARRAY['aggregate_type', 'aggregate_id', 'event_type', 'traceparent'] LOOP
-        IF (SELECT atttypid FROM pg_attribute WHERE attrelid = 'postbox.outbox'::regclass AND attname = col)
-           <> ('postbox.' || col)::regtype THEN
-            EXECUTE format('ALTER TABLE postbox.outbox ALTER COLUMN %I TYPE postbox.%I', col, col);
+        IF (SELECT atttypid FROM pg_attribute WHERE attrelid = '{schema}.outbox'::regclass AND attname = col)
+           <> ('{schema}.' || col)::regtype THEN
+            EXECUTE format('ALTER TABLE {schema}.outbox ALTER COLUMN %I TYPE {schema}.%I', col, col);
         END IF;
     END LOOP;
     FOR col, rule IN VALUES
@@ -87,16 +87,16 @@ BEGIN
         ('event_type',     $r$length(VALUE) BETWEEN 1 AND 255$r$),
         ('traceparent',    $r$octet_length(VALUE) <= 512$r$)
     LOOP
-        IF NOT EXISTS (SELECT FROM pg_constraint WHERE contypid = ('postbox.' || col)::regtype
+        IF NOT EXISTS (SELECT FROM pg_constraint WHERE contypid = ('{schema}.' || col)::regtype
                                                     AND conname = col || '_deliverable') THEN
-            EXECUTE format('ALTER DOMAIN postbox.%I ADD CONSTRAINT %I CHECK (%s) NOT VALID', col, col || '_deliverable', rule);
+            EXECUTE format('ALTER DOMAIN {schema}.%I ADD CONSTRAINT %I CHECK (%s) NOT VALID', col, col || '_deliverable', rule);
         END IF;
-        IF EXISTS (SELECT FROM pg_constraint WHERE contypid = ('postbox.' || col)::regtype
+        IF EXISTS (SELECT FROM pg_constraint WHERE contypid = ('{schema}.' || col)::regtype
                                                 AND conname = col || '_deliverable' AND NOT convalidated) THEN
             BEGIN
-                EXECUTE format('ALTER DOMAIN postbox.%I VALIDATE CONSTRAINT %I', col, col || '_deliverable');
+                EXECUTE format('ALTER DOMAIN {schema}.%I VALIDATE CONSTRAINT %I', col, col || '_deliverable');
             EXCEPTION WHEN check_violation THEN
-                RAISE WARNING 'postbox.outbox holds rows the connector cannot deliver; constraint %_deliverable stays NOT VALID', col
+                RAISE WARNING '{schema}.outbox holds rows the connector cannot deliver; constraint %_deliverable stays NOT VALID', col
                     USING HINT = 'postbox doctor names them; see docs/recovery.md';
             END;
         END IF;
@@ -107,19 +107,19 @@ $$;
 -- The rows that break the rules (for `postbox doctor`, which connects as the app role and may not
 -- read the outbox): ids and reasons only, never payloads. Only needed while the constraint is NOT
 -- VALID; a validated constraint proves there are none.
-CREATE OR REPLACE FUNCTION postbox.outbox_undeliverable(max_rows integer DEFAULT 20)
+CREATE OR REPLACE FUNCTION {schema}.outbox_undeliverable(max_rows integer DEFAULT 20)
 RETURNS TABLE (id uuid, aggregate_type text, problem text)
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT o.id, left(o.aggregate_type, 80), p.problem
-      FROM postbox.outbox o
-     CROSS JOIN LATERAL (SELECT postbox.outbox_row_problem(o.aggregate_type, o.aggregate_id, o.event_type, o.traceparent)
+      FROM {schema}.outbox o
+     CROSS JOIN LATERAL (SELECT {schema}.outbox_row_problem(o.aggregate_type, o.aggregate_id, o.event_type, o.traceparent)
                          AS problem) p
      WHERE p.problem IS NOT NULL
      ORDER BY o.id
      LIMIT max_rows
 $$;
-ALTER FUNCTION postbox.outbox_undeliverable(integer) OWNER TO postbox_owner;
-REVOKE ALL ON FUNCTION postbox.outbox_undeliverable(integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION postbox.outbox_undeliverable(integer) TO postbox_app, postbox_maint;
+ALTER FUNCTION {schema}.outbox_undeliverable(integer) OWNER TO postbox_owner;
+REVOKE ALL ON FUNCTION {schema}.outbox_undeliverable(integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION {schema}.outbox_undeliverable(integer) TO postbox_app, postbox_maint;

@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from postbox.connect_client import ConnectClient, ConnectorFile
-from postbox.connector import connector_status, default_connector_name
+from postbox.connector import connector_status, render_connector
 from postbox.database_url import database_url
 from postbox.secret_env import env_value
 from postbox.topic_creation import TopicsConfig, connector_with_topics
 from postbox.errors import StackError
+from postbox.pipelines import DEFAULT, Pipeline
 from postbox.resources import CONNECTOR_TEMPLATE
 from postbox.slot import slot_status
 from postbox.stack import jars, prereqs
@@ -158,7 +159,7 @@ class LocalStack:
         report.steps.append(Step("connect", connect_outcome, connect_outcome == "started"))
         self.connect.wait_ready(wait_timeout, on_wait=_ticker(progress, "connect: waiting for the REST API"))
 
-        connector = connector_with_topics(ConnectorFile.load(CONNECTOR_TEMPLATE), TopicsConfig.load())
+        connector = connector_with_topics(render_connector(ConnectorFile.load(CONNECTOR_TEMPLATE), DEFAULT), TopicsConfig.load())
         with ConnectClient(self.connect.url) as client:
             applied = client.apply(connector)
             report.steps.append(Step(f"connector/{connector.name}", applied, applied != "unchanged"))
@@ -197,7 +198,8 @@ class LocalStack:
         return steps
 
     # -- status -----------------------------------------------------------------------------------------
-    def status(self) -> dict[str, Any]:
+    def status(self, pipeline: Pipeline = DEFAULT) -> dict[str, Any]:
+        """Each component's state, and ``pipeline``'s connector, first task and replication slot."""
         components: dict[str, Any] = {}
         for component in (self.postgres, self.redis, self.kafka, self.connect):
             running = component.running()
@@ -207,11 +209,12 @@ class LocalStack:
                 "pid": component.pid() if running else None,
                 "log": str(component.log_path),
             }
-        connector: dict[str, Any] = {"name": default_connector_name(), "state": "unknown"}
+        connector: dict[str, Any] = {"name": pipeline.connector, "state": "unknown"}
         task: dict[str, Any] = {"state": "unknown"}
         if components["connect"]["state"] == "running":
-            connector, task = _connector_and_task(connector_status(self.connect.url, timeout=3))
-        slot = slot_status(self.app_database_url()) if components["postgres"]["state"] == "running" else {"state": "unknown"}
+            connector, task = _connector_and_task(connector_status(self.connect.url, pipeline.connector, timeout=3))
+        running = components["postgres"]["state"] == "running"
+        slot = slot_status(self.app_database_url(), pipeline.slot) if running else {"state": "unknown"}
         return {
             "state_dir": str(self.layout.root),
             "postgres": components["postgres"],

@@ -1,2 +1,2 @@
 -- Delete-in-transaction retention for a batch: one statement for every id of the batch.
-DELETE FROM postbox.outbox WHERE id = ANY(%b::uuid[])
+DELETE FROM {schema}.outbox WHERE id = ANY(%b::uuid[])

@@ -1,10 +1,10 @@
 -- Whether the outbox's columns carry the deliverability rules (#12.7; domain types since #17):
--- NULL when a column is not of its domain postbox.<column> or the domain lacks its constraint
+-- NULL when a column is not of its domain {schema}.<column> or the domain lacks its constraint
 -- <column>_deliverable; else whether every one of the four constraints is validated.
 SELECT CASE WHEN count(*) = 4 THEN bool_and(c.convalidated) END
   FROM pg_attribute a
   JOIN pg_type t ON t.oid = a.atttypid AND t.typtype = 'd' AND t.typname = a.attname
-  JOIN pg_namespace n ON n.oid = t.typnamespace AND n.nspname = 'postbox'
+  JOIN pg_namespace n ON n.oid = t.typnamespace AND n.nspname = '{schema}'
   JOIN pg_constraint c ON c.contypid = t.oid AND c.conname = a.attname || '_deliverable'
- WHERE a.attrelid = to_regclass('postbox.outbox')
+ WHERE a.attrelid = to_regclass('{schema}.outbox')
    AND a.attname IN ('aggregate_type', 'aggregate_id', 'event_type', 'traceparent')

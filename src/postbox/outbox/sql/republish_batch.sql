@@ -4,10 +4,10 @@
 WITH batch AS (
     SELECT n, id FROM republish_queue WHERE n > %(after)s::bigint AND n <= %(after)s::bigint + %(batch)s::bigint
 ), gone AS (
-    DELETE FROM postbox.outbox o USING batch WHERE o.id = batch.id
+    DELETE FROM {schema}.outbox o USING batch WHERE o.id = batch.id
     RETURNING o.id, o.aggregate_type, o.aggregate_id, o.event_type, o.payload, o.created_at, o.traceparent
 )
-INSERT INTO postbox.outbox (id, aggregate_type, aggregate_id, event_type, payload, created_at, traceparent)
+INSERT INTO {schema}.outbox (id, aggregate_type, aggregate_id, event_type, payload, created_at, traceparent)
 SELECT gone.id, aggregate_type, aggregate_id, event_type, payload, created_at, traceparent
   FROM gone JOIN batch ON batch.id = gone.id
  ORDER BY batch.n

@@ -4,6 +4,6 @@
 -- One sort for the whole run; each batch then reads its slice by number through the temp table.
 CREATE TEMP TABLE republish_queue ON COMMIT PRESERVE ROWS AS
 SELECT row_number() OVER (ORDER BY created_at, id) AS n, id
-  FROM postbox.outbox
+  FROM {schema}.outbox
  WHERE (%(since)s::timestamptz IS NULL OR created_at >= %(since)s::timestamptz)
-   AND postbox.outbox_row_problem(aggregate_type, aggregate_id, event_type, traceparent) IS NULL
+   AND {schema}.outbox_row_problem(aggregate_type, aggregate_id, event_type, traceparent) IS NULL
