@@ -67,8 +67,11 @@ def init_database(
     try:
         conn = psycopg.connect(admin_url, connect_timeout=10)
     except psycopg.OperationalError as exc:
+        from postbox.conninfo import no_database_hint
+
+        hint = no_database_hint(admin_url) if "does not exist" in str(exc) else None
         raise DatabaseInitError(f"cannot connect with the admin URL: {str(exc).strip()}",
-                                fix="pass --admin-url for a superuser or the database owner") from exc
+                                fix=hint or "pass --admin-url for a superuser or the database owner") from exc
     lines: list[str] = []
     with conn:
         before = _snapshot(conn)
