@@ -9,6 +9,7 @@ its data.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -33,8 +34,12 @@ def private_postgres() -> Iterator[LocalPostgres]:
         server.ensure_database()
         yield server
     finally:
+        data_home = server.layout.pg_link.resolve().parent if server.layout.pg_link.is_symlink() else None
         try:
             server.stop("fast")
         finally:
             server.destroy()
             shutil.rmtree(root, ignore_errors=True)
+            if data_home is not None:  # /var/lib/postbox/<digest> when the postgres user cannot reach /tmp
+                with contextlib.suppress(OSError):
+                    data_home.rmdir()
