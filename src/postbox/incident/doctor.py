@@ -62,6 +62,10 @@ def _postgres(settings: Settings, pipeline: Pipeline) -> list[Check]:
     except psycopg.Error as exc:
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else "connection failed"
         fix = "start it with `postbox up`, or fix POSTBOX_DATABASE_URL"
+        if "does not exist" in text:
+            from postbox.conninfo import no_database_hint
+
+            fix = no_database_hint(settings.database_url) or fix
         return [Check("postgres reachable", "fail", text, fix)] + [
             Check(n, "skip", "PostgreSQL unreachable") for n in ("wal_level", "replication slot", "publication")
         ]
