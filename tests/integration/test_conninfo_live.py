@@ -11,6 +11,7 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from postbox.incident.doctor import _postgres
+from postbox.pipelines import DEFAULT
 from postbox.settings import Settings
 from postbox.stack.stack import LocalStack
 
@@ -35,7 +36,7 @@ def _forms(stack: LocalStack) -> list[str]:
 @pytest.mark.parametrize("form", [0, 1], ids=["socket-url", "key-value"])
 def test_doctor_reaches_the_database_through_every_form(stack: LocalStack, form: int) -> None:
     settings = Settings.load({"POSTBOX_DATABASE_URL": _forms(stack)[form]})
-    reachable = _postgres(settings)[0]
+    reachable = _postgres(settings, DEFAULT)[0]
     assert (reachable.name, reachable.status) == ("postgres reachable", "ok"), reachable
     assert reachable.detail.startswith("postbox_app@") and reachable.detail.endswith("/postbox")
 
@@ -43,6 +44,6 @@ def test_doctor_reaches_the_database_through_every_form(stack: LocalStack, form:
 def test_a_string_without_a_database_is_explained(stack: LocalStack) -> None:
     password = stack.secrets()["POSTBOX_APP_PASSWORD"]
     url = make_conninfo("", host="127.0.0.1", port=stack.ports.postgres, user="postbox_app", password=password)
-    reachable = _postgres(Settings.load({"POSTBOX_DATABASE_URL": url}))[0]
+    reachable = _postgres(Settings.load({"POSTBOX_DATABASE_URL": url}), DEFAULT)[0]
     assert reachable.status == "fail" and 'database "postbox_app" does not exist' in reachable.detail
     assert "names no database, so libpq used the user name (postbox_app)" in (reachable.fix or "")
