@@ -368,6 +368,9 @@ class EffectsEngine:
         if prepared:
             seen, used = self._verdict_now()
             error = self._apply_waves(prepared, results, order, wait_for(used, self.waitaof_timeout_ms))
+            if isinstance(error, _NotSent) and not self.cluster:  # nothing went out: send under the new server's verdict
+                seen, used = self._verdict_now()
+                error = self._apply_waves(prepared, results, order, wait_for(used, self.waitaof_timeout_ms))
             self._same_server(seen, used)
         if error is not None and not partial:
             raise error
@@ -533,7 +536,7 @@ class EffectsEngine:
         if wait is not None:
             commands += wait.commands
         try:
-            replies = round_trip(client, commands, self._watch.watch)
+            replies = round_trip(client, commands, self._watched)
         except (redis.RedisError, redis.RedisClusterException) as exc:
             raise self._classify(exc) from exc
         confirmation = replies[len(markers):]
@@ -935,7 +938,7 @@ class EffectsEngine:
         if wait is not None:
             commands += wait.commands
         try:
-            replies = round_trip(client, commands, self._watch.watch)
+            replies = round_trip(client, commands, self._watched)
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             raise self._classify(exc) from exc
         if asking:
@@ -944,6 +947,16 @@ class EffectsEngine:
             self._confirmed(wait, replies[len(replies) - len(wait.commands):])
             del replies[len(replies) - len(wait.commands):]
         return replies
+
+    def _watched(self, conn: Any) -> None:
+        """Watch ``conn`` before sending on it (:mod:`postbox.effects.server_watch`); raise
+        :class:`_NotSent` when it reached a server the verdict in use was not read on."""
+        self._watch.watch(conn)
+        if self._watch.elsewhere:
+            raise _NotSent(
+                "a connection reached a Redis server the durability verdict was not read on (a failover, a restart): nothing sent",
+                reason="server-changed", fix="nothing to do: the verdict is read again on that server and the batch sent under it",
+            )
 
     def _classify(self, exc: BaseException) -> Exception:
         refused = login_error(exc)  # wrong credentials or CA: no retry fixes them
@@ -1055,6 +1068,10 @@ def _num(n: int) -> bytes:
 
 def _text(value: Any) -> str:
     return value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else str(value)
+
+
+class _NotSent(TransientEffectError):
+    """Nothing of the round was sent: its connection reached another server (see ``_watched``)."""
 
 
 @dataclass(slots=True)
