@@ -46,8 +46,9 @@ ENV_NAMES = {
 }
 
 
-#: Parameters that carry a password: redis-py's and libpq's ``password``, libpq's ``sslpassword``.
-_SECRET_PARAMS = ("password", "sslpassword")
+#: Parameters that carry a password: redis-py's and libpq's ``password``, libpq's ``sslpassword``,
+#: a Sentinel URL's ``sentinel_password`` (postbox.redis_client).
+_SECRET_PARAMS = ("password", "sslpassword", "sentinel_password")
 _QUERY_SECRET = re.compile(r"(^|&)(" + "|".join(_SECRET_PARAMS) + r")=[^&#]*")
 #: A key=value DSN's value: a quoted one (backslash escapes) or a word.
 _DSN_SECRET = re.compile(r"(\b(?:" + "|".join(_SECRET_PARAMS) + r")\s*=\s*)(?:'(?:[^'\\]|\\.)*'|\S+)")
@@ -204,7 +205,8 @@ def _without_password(value: str) -> str:
 
 
 def _check_redis_url(value: str) -> None:
-    """One server (redis://, rediss://, unix://) or a cluster (redis+cluster://h:p,h:p)."""
+    """One server (redis://, rediss://, unix://), a cluster (redis+cluster://h:p,h:p) or a
+    Sentinel-watched primary (redis+sentinel://h:p,h:p/service)."""
     from postbox.redis_client import check_url
 
     var = ENV_NAMES["redis_url"]
@@ -214,7 +216,7 @@ def _check_redis_url(value: str) -> None:
         raise ConfigError(
             f"{var}={_without_password(value)!r}: {exc}",
             fix=f"set {var} to e.g. {DEFAULT_REDIS_URL}, rediss://user:password@host:6380/0?ssl_ca_certs=/path/ca.pem "
-            "or redis+cluster://user:password@host1:7000,host2:7001",
+            "or redis+cluster://user:password@host1:7000,host2:7001 or redis+sentinel://user:password@s1:26379,s2:26379/<service>",
         ) from None
 
 

@@ -45,6 +45,7 @@ def consume(
     log_level: Optional[str] = typer.Option(None, "--log-level", help="DEBUG, INFO, WARNING, ERROR (POSTBOX_LOG_LEVEL)"),
     log_stderr: Optional[str] = typer.Option(None, "--log-stderr", help="auto: postbox's stderr handler unless the app installed root handlers; always; never (POSTBOX_LOG_STDERR)"),
     require_durable: Optional[str] = typer.Option(None, "--require-durable", help="true/false: refuse to commit unless Redis is durable (POSTBOX_REQUIRE_DURABLE, default true)"),
+    redis_replicas: Optional[str] = typer.Option(None, "--redis-replicas", help="replicas each apply must reach before its offsets are committed: N, or auto = 1 when the primary has a connected replica, else 0 (POSTBOX_REDIS_REPLICAS, default auto)"),
     auto_offset_reset: Optional[str] = typer.Option(None, "--auto-offset-reset", help="earliest or latest, for a group without offsets (POSTBOX_AUTO_OFFSET_RESET)"),
     session_timeout_ms: Optional[int] = typer.Option(None, "--session-timeout-ms", help="Kafka session timeout (POSTBOX_SESSION_TIMEOUT_MS, default 45000)"),
     max_poll_interval_ms: Optional[int] = typer.Option(None, "--max-poll-interval-ms", help="POSTBOX_MAX_POLL_INTERVAL_MS, default 300000"),
@@ -79,7 +80,7 @@ def consume(
         backoff_base_ms=backoff_base_ms, backoff_max_ms=backoff_max_ms, marker_ttl=marker_ttl,
         metrics_port=metrics_port if window is None else metrics_port or 0,  # a window: only its own flag (module docs)
         metrics_host=metrics_host, log_format=log_format, log_level=log_level, log_stderr=log_stderr,
-        require_durable=require_durable, auto_offset_reset=auto_offset_reset,
+        require_durable=require_durable, redis_replicas=redis_replicas, auto_offset_reset=auto_offset_reset,
         session_timeout_ms=session_timeout_ms, max_poll_interval_ms=max_poll_interval_ms,
         schemas_dir=schemas_dir, client_id=client_id, instance_id=instance_id,
     )  # fmt: skip

@@ -9,8 +9,8 @@ key patterns the pipeline writes.
   check (``EXISTS``) and the owed dead-letter verdicts, ``<namespace>:owed:*`` (``HGETALL HSET DEL
   PEXPIRE``, :mod:`postbox.consumer.owed_store`).
 - Connection and checks: ``PING``, ``INFO`` (version, ``INFO persistence``, ``INFO memory``'s
-  eviction policy), ``HELLO``,
-  ``CLIENT SETNAME|GETNAME|ID``.
+  eviction policy, ``INFO replication``'s connected replicas), ``HELLO``,
+  ``CLIENT SETNAME|GETNAME|ID``; ``WAIT`` (an apply confirmed on the replicas).
 - The incident CLI's reads: ``GET EXISTS PTTL TYPE SCAN DBSIZE XRANGE XREVRANGE XLEN``, and reads
   of the consumer's own state (``HLEN LRANGE SCARD ...``, :data:`STATE_COMMANDS`).
 - Keys: ``postbox:*`` (markers, failure streams) and ``{*`` (hash-tagged aggregate keys,
@@ -42,12 +42,14 @@ SCRIPT_COMMANDS = (
     "sadd", "set", "smismember", "srem", "xadd", "xdel", "xinfo|stream", "xsetid", "xtrim", "zadd",
     "zincrby", "zmscore", "zrem", "zscore",
 )
-#: Script calls, the failure stream, connection handling and the durability check.
+#: Script calls, the failure stream, connection handling, the durability check and the replica wait.
 RUNTIME_COMMANDS = (
     "evalsha", "eval", "script|load", "script|exists", "ping", "info", "hello",
     "client|setname", "client|getname", "client|id", "xadd", "pexpire",
     # a handler failure's marker check; the owed dead-letter verdicts (postbox.consumer.owed_store)
     "exists", "hgetall", "hset", "del",
+    # the wait for replicas after each apply (postbox.effects.replicas)
+    "wait",
 )
 #: What `postbox trace` / `postbox doctor` read.
 CLI_COMMANDS = ("get", "exists", "pttl", "type", "scan", "dbsize", "xrange", "xrevrange", "xlen")
