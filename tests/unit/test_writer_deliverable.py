@@ -7,8 +7,8 @@ the writer alone, without a database: each emit is given a connection that must 
 (``object()``: any use raises AttributeError), so a refusal is shown to come before any SQL.
 Each rule at its limit and one past it, in the general path and in the fast path of an event
 type already emitted (only the key is checked there), and NUL and lone surrogates anywhere in a
-text field. (Hypothesis's ``st.characters()`` never draws surrogates: they come from an explicit
-range of code points.)
+text field. (Hypothesis's ``st.characters()`` draws no surrogates unless asked: they come from an
+explicit range of code points.)
 """
 
 from __future__ import annotations
