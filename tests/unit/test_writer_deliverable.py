@@ -13,6 +13,8 @@ explicit range of code points.)
 
 from __future__ import annotations
 
+import psycopg
+
 import uuid
 from pathlib import Path
 
@@ -25,7 +27,18 @@ from postbox.outbox import NewEvent, Outbox
 from postbox.outbox.deliverable import MAX_AGGREGATE_TYPE, MAX_EVENT_TYPE, MAX_KEY_BYTES, MAX_TRACEPARENT_BYTES
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
-UNTOUCHED: object = object()  # a connection nothing may be sent on
+class _Untouched(psycopg.Connection):  # type: ignore[type-arg]
+    """A psycopg connection type (what the writer accepts) with no connection behind it: any
+    use raises (its pgconn was never made), so nothing can be sent on it."""
+
+    def __init__(self) -> None:  # no super().__init__: no server, no socket
+        pass
+
+    def __getattr__(self, name: str) -> object:
+        raise AttributeError(f"nothing may be sent on this connection ({name})")
+
+
+UNTOUCHED: object = _Untouched.__new__(_Untouched)  # a connection nothing may be sent on
 ORDER = {"order_id": "o-1", "customer_id": "c-1", "items": [], "total_cents": 0, "placed_at": 0}
 #: A valid W3C traceparent of a future version (which may carry more fields), before its extra field.
 TRACE_HEAD = "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-"
