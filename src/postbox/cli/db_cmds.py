@@ -71,12 +71,17 @@ def init(
         partitions_ahead=_positive(ahead, "--ahead"),
         pipeline=pipeline_for(pipeline),
     )
+    _print_changes(lines, as_json)
+    return 0
+
+
+def _print_changes(lines: list[str], as_json: bool) -> None:
+    """What `db init` / `db grant` changed: one bullet per line, or ``{"changes": [...]}``."""
     if as_json:
         print_json({"changes": lines})
     else:
         for line in lines:
             console.print(f"• {line}", highlight=False)
-    return 0
 
 
 @db_app.command("grant")
@@ -97,11 +102,7 @@ def grant(
     if not url:
         raise typer.BadParameter(f"no admin database URL: pass --admin-url or set {ADMIN_ENV}", param_hint="--admin-url")
     lines = grant_writer(url, role, pipeline_for(pipeline))
-    if as_json:
-        print_json({"changes": lines})
-    else:
-        for line in lines:
-            console.print(f"• {line}", highlight=False)
+    _print_changes(lines, as_json)
     return 0
 
 
