@@ -25,6 +25,7 @@ from psycopg.conninfo import make_conninfo
 from postbox.db import init_database
 from postbox.outbox.republish import republish
 from postbox.outbox.retention import run_retention
+from postbox.outbox.slot_identity import GRANT
 from postbox.outbox.uuid7 import uuid7
 from postbox.stack.postgres import LocalPostgres
 from tests.support.private_postgres import private_postgres
@@ -46,6 +47,7 @@ class Outbox:
     server: LocalPostgres
     admin: str  # superuser, on the outbox's database
     maint: str  # postbox_maint, as cron runs retention
+    init: list[str]  # what `postbox db init` said
 
     def sql(self, statement: str, *args: object) -> list[tuple]:
         with psycopg.connect(self.admin, autocommit=True) as conn:
@@ -93,8 +95,8 @@ def outbox(server: LocalPostgres, unique: str) -> Iterator[Outbox]:
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     admin = server.admin_url(name)
     try:
-        init_database(admin, app_password=None, cdc_password=None)
-        box = Outbox(server, admin, make_conninfo(admin, user="postbox_maint"))
+        lines = init_database(admin, app_password=None, cdc_password=None)
+        box = Outbox(server, admin, make_conninfo(admin, user="postbox_maint"), lines)
         box.sql("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", SLOT)
         yield box
     finally:
@@ -125,7 +127,7 @@ def test_rows_written_after_the_last_confirmed_run_survive_a_replaced_slot(outbo
     held = outbox.retention()
     outbox.confirm_everything()  # the new slot confirms all it streams, from its creation on
     again = outbox.retention()
-    assert name in outbox.partitions(), f"dropped the last copy of a row never published: {again.dropped}"
+    assert name in outbox.partitions(), f"dropped the last copy of a row never published: {held.dropped + again.dropped}"
     assert "is not the one that confirmed" in (held.refused or "") and "on hold" in (again.refused or "")
 
 
@@ -148,6 +150,21 @@ def test_a_restart_of_the_server_keeps_the_slot_s_identity(outbox: Outbox) -> No
     outbox.retention()
     outbox.server.stop("fast")
     outbox.server.start()
+    outbox.confirm_everything()
+    done = outbox.retention()
+    assert f"dropped partition postbox.{name}" in done.dropped, done
+
+
+def test_without_the_grant_to_stamp_the_slot_retention_drops_nothing_and_names_the_grant(outbox: Outbox) -> None:
+    assert any(line.startswith("granted EXECUTE on pg_stat_reset_replication_slot(text) to postbox_owner")
+               for line in outbox.init), outbox.init
+    outbox.sql("REVOKE EXECUTE ON FUNCTION pg_catalog.pg_stat_reset_replication_slot(text) FROM postbox_owner")
+    name, _ = outbox.old_row()
+    outbox.confirm_everything()
+    refused = outbox.retention()
+    assert name in outbox.partitions() and (refused.refused or "").endswith(GRANT), refused.refused
+    outbox.sql(GRANT)  # the fix, as a superuser
+    outbox.retention()
     outbox.confirm_everything()
     done = outbox.retention()
     assert f"dropped partition postbox.{name}" in done.dropped, done
