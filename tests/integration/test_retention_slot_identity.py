@@ -23,6 +23,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from postbox.db import init_database
+from postbox.errors import RetentionError
 from postbox.outbox.republish import republish
 from postbox.outbox.retention import run_retention
 from postbox.outbox.slot_identity import GRANT
@@ -168,3 +169,48 @@ def test_without_the_grant_to_stamp_the_slot_retention_drops_nothing_and_names_t
     outbox.confirm_everything()
     done = outbox.retention()
     assert f"dropped partition postbox.{name}" in done.dropped, done
+
+
+def test_after_a_crash_retention_holds_names_the_crash_and_trust_slot_releases_it(outbox: Outbox) -> None:
+    """A crash discards every statistic, the slot's stamp with it: retention cannot tell the slot
+    from a replaced one, so it holds, says the statistics were discarded, and offers the operator
+    who knows the slot survived (`--trust-slot`) a way out that republishes nothing."""
+    name, _ = outbox.old_row()
+    outbox.retention()
+    outbox.server.stop("immediate")
+    outbox.server.start()
+    outbox.confirm_everything()
+    held = outbox.retention()
+    refused = held.refused or ""
+    assert name in outbox.partitions() and held.dropped == [], held.dropped
+    assert "discarded its statistics" in refused and "--trust-slot" in refused, refused
+    assert "on hold" in (outbox.retention().refused or "")
+    trusted = run_retention(outbox.maint, keep=KEEP, confirm_wait=timedelta(0), trust_slot=True)
+    assert f"dropped partition postbox.{name}" in trusted.dropped, trusted
+
+
+def test_trust_slot_does_not_release_a_replaced_slot_s_hold(outbox: Outbox) -> None:
+    name, _ = outbox.old_row()
+    outbox.retention()
+    outbox.replace_slot()
+    outbox.confirm_everything()
+    assert "is not the one that confirmed" in (outbox.retention().refused or "")
+    with pytest.raises(RetentionError) as refused:
+        run_retention(outbox.maint, keep=KEEP, confirm_wait=timedelta(0), trust_slot=True)
+    assert "postbox db republish" in str(refused.value) and name in outbox.partitions()
+
+
+def test_a_slot_dropped_after_the_crash_hold_still_needs_a_republish(outbox: Outbox) -> None:
+    """The crash's hold may be vouched for; a slot found missing later adds a hold that may not."""
+    name, _ = outbox.old_row()
+    outbox.retention()
+    outbox.server.stop("immediate")
+    outbox.server.start()
+    assert "discarded its statistics" in (outbox.retention().refused or "")
+    outbox.sql("SELECT pg_drop_replication_slot(%s)", SLOT)
+    assert "does not exist" in (outbox.retention().refused or "")  # the slot is missing
+    outbox.sql("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", SLOT)
+    outbox.confirm_everything()
+    with pytest.raises(RetentionError) as refused:
+        run_retention(outbox.maint, keep=KEEP, confirm_wait=timedelta(0), trust_slot=True)
+    assert "--trust-slot cannot release this hold" in str(refused.value) and name in outbox.partitions()

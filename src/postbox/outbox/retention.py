@@ -35,7 +35,8 @@ from psycopg import sql
 from postbox.errors import RetentionError
 from postbox.redelivery import human
 from postbox.pipelines import DEFAULT, Pipeline
-from postbox.outbox.slot_identity import check_slot, confirmed_checkpoint, record_checkpoint
+from postbox.outbox.slot_identity import check_slot, confirmed_checkpoint, hold, record_checkpoint
+from postbox.outbox.slot_identity import trust_slot as vouch_for_slot
 from postbox.slot import LOSS_STATES, read_slot
 
 #: The default pipeline's advisory-lock key (each pipeline's: :attr:`Pipeline.retention_lock`).
@@ -104,6 +105,7 @@ def run_retention(
     confirm_wait: timedelta = DEFAULT_CONFIRM_WAIT,
     progress: Callable[[str], None] | None = None,
     pipeline: Pipeline | str | None = None,
+    trust_slot: bool = False,
 ) -> RetentionReport:
     """One retention pass over ``pipeline``'s outbox as the maintenance role (it must be a member
     of postbox_owner). ``pipeline``: default ``POSTBOX_PIPELINE``, else the default pipeline; its
@@ -111,11 +113,16 @@ def run_retention(
 
     ``confirm_wait``: how long to wait for the slot to confirm this run's checkpoint (the connector
     confirms within its heartbeat interval); without it a run drops up to the previous run's.
+    ``trust_slot``: the operator vouches that the slot survived a crash that discarded its stamp
+    (:func:`postbox.outbox.slot_identity.trust_slot`); refused with ``dry_run``.
     """
     if keep < timedelta(minutes=1):
         raise RetentionError(f"keep period {human(keep)} is too short", fix="keep rows at least a few minutes (e.g. --keep 2d)")
+    if trust_slot and dry_run:
+        raise RetentionError("--trust-slot stamps the slot and releases a hold: it cannot be part of a dry run",
+                             fix="run it without --dry-run")
     chosen = Pipeline.parse(pipeline)
-    run = _Run(RetentionReport(dry_run=dry_run), chosen, attempts)
+    run = _Run(RetentionReport(dry_run=dry_run), chosen, attempts, trust_slot)
     report = run.report
     with owner_connection(conninfo, "for retention", chosen) as conn:
         conn.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(f"{int(lock_timeout.total_seconds() * 1000)}ms")))
@@ -145,6 +152,7 @@ class _Run:
     report: RetentionReport
     pipeline: Pipeline
     attempts: int
+    trust_slot: bool = False
 
     @property
     def dry_run(self) -> bool:
@@ -180,18 +188,20 @@ def _confirmed_horizon(conn: psycopg.Connection[Any], run: _Run, slot_name: str,
     if problem is not None:
         report.refused = problem
         if not report.dry_run:
-            _hold(conn, run, problem)
+            hold(conn, run.pipeline, problem)
         return None
-    hold = conn.execute(run.sql("SELECT since, reason FROM {schema}.retention_holds ORDER BY since LIMIT 1")).fetchone()
-    if hold is not None:
-        report.refused = (f"retention is on hold since {hold[0]:%Y-%m-%d %H:%M:%S %Z}: {hold[1]}. Once the rows are "
+    if run.trust_slot:
+        vouch_for_slot(conn, run.pipeline, slot_name)
+    held = conn.execute(run.sql("SELECT since, reason FROM {schema}.retention_holds ORDER BY since LIMIT 1")).fetchone()
+    if held is not None:
+        report.refused = (f"retention is on hold since {held[0]:%Y-%m-%d %H:%M:%S %Z}: {held[1]}. Once the rows are "
                           f"republished (`postbox db republish{run.pipeline.flag}`, docs/recovery.md) the hold is released")
         return None
     check = check_slot(conn, run.pipeline, slot_name, dry_run=report.dry_run)
     if check.stamp is None:
         report.refused = check.refused
         if check.hold and not report.dry_run:
-            _hold(conn, run, check.refused or "")
+            hold(conn, run.pipeline, check.refused or "", check.hold)
         return None
     if not report.dry_run:
         _await_confirmation(conn, slot_name, record_checkpoint(conn, run.pipeline, check.stamp), confirm_wait, progress)
@@ -204,12 +214,6 @@ def _confirmed_horizon(conn: psycopg.Connection[Any], run: _Run, slot_name: str,
     if not report.dry_run:
         conn.execute(run.sql("DELETE FROM {schema}.retention_checkpoints WHERE taken_at < %s"), (row[0],))
     return row[1]
-
-
-def _hold(conn: psycopg.Connection[Any], run: _Run, reason: str) -> None:
-    """Hold retention (nothing dropped until `postbox db republish` releases it)."""
-    conn.execute(run.sql("INSERT INTO {schema}.retention_holds (reason) SELECT %s"
-                         " WHERE NOT EXISTS (SELECT FROM {schema}.retention_holds)"), (reason,))
 
 
 def _await_confirmation(conn: psycopg.Connection[Any], slot_name: str, lsn: str, confirm_wait: timedelta,

@@ -11,8 +11,14 @@ created empty with the slot and dropped with it; ``pg_stat_reset_replication_slo
 ``stats_reset`` to the current time. Retention stamps the slot once, records that stamp with every
 checkpoint, and counts a checkpoint as confirmed only while the slot carries the same stamp. A
 slot with another stamp (or none) is not the one that confirmed them: retention holds until the
-rows are republished. Crash recovery, a failover and ``pg_upgrade`` discard the statistics too,
-and a manual reset changes them: each reads as a replaced slot, the safe side (docs/recovery.md).
+rows are republished. A failover and ``pg_upgrade`` need a new slot anyway, and a manual reset
+changes the stamp: each reads as a replaced slot, the safe side (docs/recovery.md).
+
+Crash recovery discards every statistic, the stamp with it, and sets the cluster-wide reset time
+(``pg_stat_archiver.stats_reset``). A slot without a stamp after such a discard may well be the
+same slot, but nothing in PostgreSQL proves it: retention holds as for a replaced slot, says so,
+and lets the operator who knows the slot survived vouch for it (:func:`trust_slot`) instead of
+republishing every retained row.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from typing import Any
 
 import psycopg
 
+from postbox.errors import RetentionError
 from postbox.outbox.sql_text import sql_text
 from postbox.pipelines import Pipeline
 
@@ -33,6 +40,11 @@ SLOT_HERE_SQL = sql_text("slot_here.sql")
 RECORDED_SQL = sql_text("checkpoint_stamp.sql")
 CHECKPOINT_SQL = sql_text("checkpoint_insert.sql")
 CONFIRMED_SQL = sql_text("checkpoint_confirmed.sql")
+DISCARDED_SQL = sql_text("statistics_discarded.sql")
+RESTAMP_SQL = sql_text("checkpoint_restamp.sql")
+HOLDS_NEEDING_REPUBLISH_SQL = sql_text("holds_needing_republish.sql")
+RELEASE_TRUST_SQL = sql_text("holds_release_trust.sql")
+HOLD_SQL = sql_text("hold_insert.sql")
 GRANT = "GRANT EXECUTE ON FUNCTION pg_catalog.pg_stat_reset_replication_slot(text) TO postbox_owner"
 
 
@@ -42,14 +54,26 @@ class Identity(Enum):
     UNSTAMPED = "unstamped"  # no checkpoint carries a stamp yet (first run, or after a republish)
     SAME = "same"
     REPLACED = "replaced"
+    STATS_LOST = "statistics lost"  # no stamp, and the server discarded every statistic since
 
 
-def judge(recorded: datetime | None, current: datetime | None) -> Identity:
+#: The kinds of retention hold (``retention_holds.kind``): only a republish releases the first;
+#: an operator's ``--trust-slot`` may release the second.
+HOLD_REPUBLISH = "republish"
+HOLD_TRUST = "trust"
+
+
+def judge(recorded: datetime | None, current: datetime | None, discarded_at: datetime | None = None) -> Identity:
     """``recorded``: the stamp retention's checkpoints carry (None: none does); ``current``: the
-    slot's ``stats_reset`` now (None: never reset since it was created or its statistics were lost)."""
+    slot's ``stats_reset`` now (None: never reset since it was created or its statistics were lost);
+    ``discarded_at``: when the server last reset its cluster-wide statistics (crash recovery does)."""
     if recorded is None:
         return Identity.UNSTAMPED
-    return Identity.SAME if current == recorded else Identity.REPLACED
+    if current == recorded:
+        return Identity.SAME
+    if current is None and discarded_at is not None and discarded_at > recorded:
+        return Identity.STATS_LOST
+    return Identity.REPLACED
 
 
 def replaced_reason(slot_name: str, recorded: datetime, current: datetime | None, flag: str = "") -> str:
@@ -61,6 +85,16 @@ def replaced_reason(slot_name: str, recorded: datetime, current: datetime | None
             "it, so they may be the last copy of events never published; nothing was dropped. Republish them "
             f"(`postbox db republish{flag}`, docs/recovery.md), which releases the hold. A server crash, pg_upgrade "
             "or pg_stat_reset_replication_slot also clear the stamp, and need the same republish")
+
+
+def stats_lost_reason(slot_name: str, recorded: datetime, discarded_at: datetime, flag: str = "") -> str:
+    """Why nothing may go when the server discarded the slot's stamp with every statistic, with both fixes."""
+    return (f"PostgreSQL discarded its statistics at {discarded_at.isoformat()} (crash recovery, an immediate "
+            f"shutdown), and with them the stamp of replication slot {slot_name} that retention's checkpoints carry "
+            f"({recorded.isoformat()}): retention cannot tell that slot from a replaced one; nothing was dropped. If the "
+            f"slot was not dropped and created again since (the connector's log shows it resumed the existing slot), "
+            f"vouch for it: `postbox db retention --trust-slot{flag}`. Otherwise republish the retained rows "
+            f"(`postbox db republish{flag}`, docs/recovery.md)")
 
 
 def stamp_refused_reason(slot_name: str) -> str:
@@ -76,19 +110,23 @@ class Check:
 
     stamp: datetime | None
     refused: str | None = None
-    hold: bool = False  # the refusal holds retention until the rows are republished
+    hold: str | None = None  # the kind of hold the refusal puts on retention (HOLD_REPUBLISH, HOLD_TRUST)
 
 
 def check_slot(conn: psycopg.Connection[Any], pipeline: Pipeline, slot_name: str, *, dry_run: bool) -> Check:
     """Compare the slot's stamp with the checkpoints'; stamp it when none carries one (not in a dry run)."""
     recorded = recorded_stamp(conn, pipeline)
     current = read_stamp(conn, slot_name)
-    verdict = judge(recorded, current)
+    discarded_at = statistics_discarded_at(conn)
+    verdict = judge(recorded, current, discarded_at)
     if verdict is Identity.SAME:
         return Check(current)
+    if verdict is Identity.STATS_LOST:
+        assert recorded is not None and discarded_at is not None
+        return Check(None, stats_lost_reason(slot_name, recorded, discarded_at, pipeline.flag), hold=HOLD_TRUST)
     if verdict is Identity.REPLACED:
         assert recorded is not None
-        return Check(None, replaced_reason(slot_name, recorded, current, pipeline.flag), hold=True)
+        return Check(None, replaced_reason(slot_name, recorded, current, pipeline.flag), hold=HOLD_REPUBLISH)
     if dry_run:
         return Check(None, f"no retention checkpoint carries the stamp of replication slot {slot_name} yet "
                            "(the first run stamps it); a dry run changes nothing, so nothing would be dropped")
@@ -101,9 +139,20 @@ def read_stamp(conn: psycopg.Connection[Any], slot_name: str) -> datetime | None
     return row[0] if row else None
 
 
+def statistics_discarded_at(conn: psycopg.Connection[Any]) -> datetime | None:
+    row = conn.execute(DISCARDED_SQL).fetchone()
+    return row[0] if row else None
+
+
 def recorded_stamp(conn: psycopg.Connection[Any], pipeline: Pipeline) -> datetime | None:
     row = conn.execute(pipeline.sql(RECORDED_SQL)).fetchone()
     return row[0] if row else None
+
+
+def hold(conn: psycopg.Connection[Any], pipeline: Pipeline, reason: str, kind: str = HOLD_REPUBLISH) -> None:
+    """Hold retention (nothing dropped) until a republish, or for :data:`HOLD_TRUST` an operator's
+    ``--trust-slot``, releases it. A hold that needs a republish is added beside one that does not."""
+    conn.execute(pipeline.sql(HOLD_SQL), {"reason": reason, "kind": kind})
 
 
 def stamp_slot(conn: psycopg.Connection[Any], slot_name: str) -> datetime | None:
@@ -146,5 +195,23 @@ def reanchor(conn: psycopg.Connection[Any], pipeline: Pipeline, slot_name: str |
     return True
 
 
-__all__ = ["Check", "Identity", "check_slot", "confirmed_checkpoint", "judge", "reanchor", "record_checkpoint",
-           "replaced_reason", "stamp_refused_reason"]
+def trust_slot(conn: psycopg.Connection[Any], pipeline: Pipeline, slot_name: str) -> datetime:
+    """The operator vouches that the slot is the one that confirmed the checkpoints (its stamp went
+    with the server's statistics): stamp it afresh, carry the checkpoints over to the new stamp and
+    release the holds that only asked for this. Refused while a hold needs a republish (a missing,
+    lost or replaced slot), or when the slot cannot be stamped."""
+    held = conn.execute(pipeline.sql(HOLDS_NEEDING_REPUBLISH_SQL), {"kind": HOLD_TRUST}).fetchone()
+    if held is not None:
+        raise RetentionError(f"--trust-slot cannot release this hold: {held[0]}",
+                             fix=f"republish the retained rows: postbox db republish{pipeline.flag} (docs/recovery.md)")
+    stamp = stamp_slot(conn, slot_name)
+    if stamp is None:
+        raise RetentionError(f"--trust-slot: replication slot {slot_name} cannot be stamped (missing from this "
+                             "database, or this role may not reset its statistics)", fix=GRANT)
+    conn.execute(pipeline.sql(RESTAMP_SQL), {"stamp": stamp})
+    conn.execute(pipeline.sql(RELEASE_TRUST_SQL), {"kind": HOLD_TRUST})
+    return stamp
+
+
+__all__ = ["Check", "HOLD_REPUBLISH", "HOLD_TRUST", "Identity", "check_slot", "confirmed_checkpoint", "hold", "judge",
+           "reanchor", "record_checkpoint", "replaced_reason", "stamp_refused_reason", "stats_lost_reason", "trust_slot"]

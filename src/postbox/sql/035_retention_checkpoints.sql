@@ -52,5 +52,9 @@ CREATE TABLE IF NOT EXISTS {schema}.retention_holds (
     since  timestamptz PRIMARY KEY DEFAULT clock_timestamp(),
     reason text        NOT NULL
 );
+-- What releases a hold: 'republish' (a missing, lost or replaced slot: only `postbox db republish`)
+-- or 'trust' (the slot's stamp went with the server's statistics in a crash: a republish, or the
+-- operator vouching for the slot with `postbox db retention --trust-slot`).
+ALTER TABLE {schema}.retention_holds ADD COLUMN IF NOT EXISTS kind text NOT NULL DEFAULT 'republish';
 ALTER TABLE {schema}.retention_holds OWNER TO postbox_owner;
 REVOKE ALL ON {schema}.retention_holds FROM PUBLIC;
