@@ -73,7 +73,7 @@ class Ahead:
         else:
             head = (f"{self.where}: the window starts at offset {self.start}, ahead of the group's committed offset "
                     f"{self.committed}: the group has not applied {records} yet")  # fmt: skip
-        return f"{head}; the window would apply later events of their aggregates before them"
+        return f"{head}, and the window would apply later events of their aggregates before them"
 
     def short(self) -> str:
         """``topic[p]@start>committed`` (``none`` without a committed offset), for a log field."""
