@@ -9,7 +9,7 @@ requires) — turned one loop at a time (tests/support/consumer_processes.py) ov
 (tests/support/kafka_model.py): per partition a list of records, the group's committed offsets
 that only a commit that lands moves, processes that start again from them, window runs over a
 range (``consume --from --until``, allowed only where the CLI's own check,
-``group_position_problems``, allows it without ``--force``).
+``ahead_of_group``, allows it without ``--force``).
 
 Generated: the events (three aggregates on two partitions) and what each one does — applies, its
 handler raises for good (dead-lettered), asks for a retry once or twice (``Retry``), or its effect
@@ -57,7 +57,8 @@ from hypothesis import strategies as st
 
 from postbox.consumer import App, ConsumerConfig, Retry
 from postbox.consumer.window import Span
-from postbox.incident.window import WindowRow, group_position_problems
+from postbox.incident.window import WindowRow
+from postbox.incident.window_order import ahead_of_group
 from tests.support.consumer_processes import Process, group_member, window_run
 from tests.support.kafka_model import TOPIC, KafkaModel, LogRecord
 from tests.support.redis_servers import RedisServer
@@ -190,8 +191,7 @@ class Scene:
             high = self.kafka.high(p)
             start = committed.get(p, 0) if from_committed else start_pct * high // 100
             rows.append(WindowRow(Span(TOPIC, p, start, start + length_pct * (high - start) // 100), 0, high))
-        members = 1 if self.group is not None else 0
-        if group_position_problems(rows, {(TOPIC, p): o for p, o in committed.items()}, members):
+        if ahead_of_group(rows, {(TOPIC, p): o for p, o in committed.items()}):
             self.windows_refused += 1  # refused without --force, as the CLI does
             return
         name = f"window-{len(self.redrivable) + 1}"

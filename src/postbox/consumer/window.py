@@ -6,8 +6,10 @@ use it to re-apply (or catch up on) a slice of history. Why it is safe beside th
 effects still go through the group's engine, so every event meets the group's dedupe marker —
 an event the group already applied comes back as a *duplicate* and changes nothing, an event not
 applied yet is applied once (whichever of the window and the live group gets there first, the
-other one meets the marker). Why it never commits: the group's offsets say what the *group* has
-consumed; a window that moved them would make the live group skip or re-read records.
+other one meets the marker) — and in each aggregate's order, provided it starts at or before the
+group's committed offsets, which the commands check before it runs
+(:mod:`postbox.incident.window_order`). Why it never commits: the group's offsets say what the
+*group* has consumed; a window that moved them would make the live group skip or re-read records.
 
 What differs from a group member, all behind :class:`WindowAssignment` (see
 :mod:`postbox.consumer.assignment`):
