@@ -143,3 +143,24 @@ def test_the_patterns_come_from_the_layout() -> None:
     the layout changes the user with it."""
     layout = KeyLayout("postbox", "a:b", slot_aligned=False)
     assert group_key_patterns("a:b", ()) == tuple(p.decode() for p in layout.acl_patterns())
+
+
+def test_postbox_acl_prints_a_command_redis_cli_applies(server: RedisServer, admin: redis.Redis) -> None:
+    """`postbox acl --group` prints an ``ACL SETUSER`` line a shell hands to redis-cli as it is."""
+    import shlex
+    import subprocess
+
+    from tests.support.cli import invoke
+    from tests.support.redis_servers import REDIS_CLI
+
+    code, out = invoke("acl", "--group", "ship*ping", "--key-pattern", "{order:*")
+    assert code == 0
+    done = subprocess.run(f"{REDIS_CLI} -p {server.port} {out.strip()}", shell=True, capture_output=True, text=True, timeout=30)
+    assert done.stdout.strip() == "OK", done
+    assert shlex.split(out)[:3] == ["ACL", "SETUSER", group_user("ship*ping")]
+    user = group_user("ship*ping")
+    mine = KeyLayout("postbox", "ship*ping", slot_aligned=False).marker(b"e1", b"order:1")
+    theirs = KeyLayout("postbox", "shipXping", slot_aligned=False).marker(b"e1", b"order:1")
+    assert _allowed(admin, user, "DEL", mine) and _allowed(admin, user, "HSET", "{order:1}:state", "f", "v")
+    assert not _allowed(admin, user, "DEL", theirs) and not _allowed(admin, user, "GET", "{cart:1}:state")
+    assert not _allowed(admin, user, "FLUSHALL")
