@@ -21,12 +21,12 @@ def register(app: typer.Typer) -> None:
 
 
 def acl(
-    group: Optional[str] = typer.Option(None, "--group", "-g", help="A user for this consumer group alone: its markers, failure streams "
+    group: Optional[str] = typer.Option(None, "--group", "-g", metavar="GROUP", help="A user for this consumer group alone: its markers, failure streams "
                                         "and owed verdicts, no other group's."),
-    key_pattern: Optional[List[str]] = typer.Option(None, "--key-pattern", "-k", help="An effect key pattern the handlers write "
+    key_pattern: Optional[List[str]] = typer.Option(None, "--key-pattern", "-k", metavar="PATTERN", help="An effect key pattern the handlers write "
                                                     "(repeat it). With --group: default '{*', and none may match postbox:... keys. "
                                                     "Without: default POSTBOX_REDIS_KEY_PATTERNS, else postbox:* and {*."),
-    user: Optional[str] = typer.Option(None, "--user", help="The user's name (default postbox_<group>, or postbox_consumer)."),
+    user: Optional[str] = typer.Option(None, "--user", metavar="NAME", help="The user's name (default postbox_<group>, or postbox_consumer)."),
     waitaof: bool = typer.Option(False, "--waitaof", help="Grant WAITAOF (a Redis 7.2+ / Valkey server; needed under appendfsync everysec)."),
     rules_only: bool = typer.Option(False, "--rules", help="Print the rules alone, in aclfile syntax (after 'user <name> on #<sha256>')."),
 ) -> None:

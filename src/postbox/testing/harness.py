@@ -65,7 +65,7 @@ class EffectsHarness:
     Redis it did not start nothing is deleted unless ``cleanup=True`` says that Redis is the
     tests' (a deleted ``{order:42}:totals`` there may be a real order's). ``group``: the consumer group the markers belong to (default: a unique one, so runs
     never see each other's markers). ``functions_dir``: the user effect functions (default:
-    ``POSTBOX_LUA_DIR``, else ``./consumers/lua``). ``cluster``: True holds effects to Redis
+    ``POSTBOX_LUA_DIR``, else none). ``cluster``: True holds effects to Redis
     Cluster's one-slot rule on any Redis (your production runs on a Cluster), False never, None
     (default) when the client is a Cluster client. ``schemas_dir``: the folder test events are held
     to (default: the app's, else ``POSTBOX_SCHEMAS_DIR``, else ``./schemas`` if present; False: none).
