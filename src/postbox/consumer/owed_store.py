@@ -30,7 +30,7 @@ import redis
 from postbox.consumer.blocks import TopicPartitionKey
 from postbox.consumer.dlq_record import Failure
 from postbox.consumer.partition_state import PartitionState
-from postbox.effects.keys import KeyLayout, escape_group
+from postbox.effects.keys import KeyLayout
 from postbox.errors import EffectConfigError, TransientEffectError
 from postbox.effects.redis_errors import transient_reason
 
@@ -49,7 +49,7 @@ class OwedStore:
     def __init__(self, client: "redis.Redis | redis.RedisCluster", layout: KeyLayout, ttl_ms: int) -> None:
         self.client = client
         self.ttl_ms = ttl_ms
-        self._prefix = b"%s:owed:%s:" % (layout.namespace, escape_group(layout.group))
+        self._prefix = layout.owed_prefix
 
     def key(self, tp: TopicPartitionKey) -> bytes:
         return b"%s%s:%d" % (self._prefix, tp[0].encode("utf-8"), tp[1])

@@ -246,7 +246,7 @@ class EffectsEngine:
     for a cluster); ``strict_slots`` refuses events with an effect key outside the event's slot
     (default: on for a cluster; the test harness turns it on everywhere so handlers are
     cluster-ready from the start). ``functions_dir`` holds the user effect functions (default:
-    ``POSTBOX_LUA_DIR``, else ``./consumers/lua``). ``legacy_markers`` (default on): also treat an
+    ``POSTBOX_LUA_DIR``, else none: never the working directory's files). ``legacy_markers`` (default on): also treat an
     event as a duplicate when its marker exists under the layout of postbox before the marker
     identity change (derived from the event's effects as that version did; on a cluster only when
     that key is in the event's slot) — leave it on until every record a group may redeliver was
@@ -645,8 +645,9 @@ class EffectsEngine:
                 f"event {event_id}: effect function {missing[0]!r} has no file "
                 f"{missing[0]}.lua in the functions folder {self.script.folder or '(none configured)'}"
                 f" (known: {', '.join(sorted(self.script.functions)) or 'none'})",
-                fix="deploy the function's .lua file with the handler (POSTBOX_LUA_DIR, else ./consumers/lua), "
-                "or fix the name the handler calls; then restart the consumer",
+                fix="deploy the function's .lua file with the handler and name its folder in POSTBOX_LUA_DIR "
+                "(the working directory's consumers/lua is not read unless named), or fix the name the handler "
+                "calls; then restart the consumer",
             )
 
     def _legacy_marker(self, eid: bytes, keys: Sequence[bytes], tag: bytes, marker: bytes, slot: int) -> bytes | None:
@@ -986,7 +987,7 @@ class EffectsEngine:
             message = self.script.explain(str(exc))
             raise EffectEngineError(
                 f"Redis refused to compile the apply script: {message}",
-                fix="fix the Lua file named above (user effect functions live in consumers/lua/)",
+                fix="fix the Lua file named above (the user effect functions of POSTBOX_LUA_DIR)",
             ) from exc
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             raise self._classify(exc) from exc

@@ -204,6 +204,12 @@ class KeyLayout:
     - failure stream: ``<ns>:failures:<group>`` on a single server (one stream to read), or
       ``<ns>:{<tag>}:failures:<group>`` when ``slot_aligned`` (Redis Cluster: it must share the
       event's slot); capped with MAXLEN ~ and expiring after the marker TTL without failures.
+    - owed dead-letter verdicts: ``<ns>:owed:<escaped group>:<topic>:<partition>``
+      (:mod:`postbox.consumer.owed_store`, from :attr:`owed_prefix`).
+
+    :meth:`acl_patterns` lists every one of them as ACL key patterns: the Redis user of one
+    group (:func:`postbox.effects.acl.group_rules`) is made from it, so a key kind added here
+    must be added there too, and one removed goes from the user with it.
     """
 
     def __init__(self, namespace: str, group: str, *, slot_aligned: bool) -> None:
@@ -221,6 +227,8 @@ class KeyLayout:
         self._shared_failures = b"%s:failures:%s" % (self.namespace, self.group)
         self._marker_head = b"%s:{" % self.namespace
         self._marker_tail = b"}:seen:%s:" % self._escaped_group
+        #: The owed verdicts' keys start so (the topic and partition follow).
+        self.owed_prefix = b"%s:owed:%s:" % (self.namespace, self._escaped_group)
 
     def marker(self, event_id: bytes, tag: bytes) -> bytes:
         """The marker of ``event_id`` routed by ``tag`` (any routing tag; made safe here)."""
@@ -254,6 +262,31 @@ class KeyLayout:
         if self.slot_aligned:
             return b"%s:{%s}:failures:%s" % (self.namespace, text, self.group)
         return self._shared_failures  # one stream for the group: built once, asked once per event
+
+    def acl_patterns(self) -> tuple[bytes, ...]:
+        """Redis ACL key patterns (globs) covering every key of this group's layout and no other
+        group's: markers (current layout; the legacy one only where it is the same pattern, a
+        group needing no escaping), both failure-stream layouts, the owed verdicts, and the
+        group registry (one hash all groups share, see :mod:`postbox.effects.groups`).
+
+        Why another group's keys cannot match: the escaped group holds no ``:``, so
+        ``seen:<escaped>:`` and ``owed:<escaped>:`` end where the group does (``a`` never
+        reaches ``a:b``, written ``a%3Ab``); the raw group of a failure stream is the key's end.
+        Glob characters of the group are escaped. Only a ``}`` after the tag could realign a
+        pattern, so neither a group nor an event id may hold one for the isolation to hold
+        (the outbox's ids are UUIDs; :func:`postbox.effects.acl.group_rules` refuses such a group).
+        A legacy marker of a group that needs escaping is not covered: it is spelt with the raw
+        group, which another group's escaped name can equal (``a%b`` and ``a%25b``)."""
+        from postbox.effects.groups import registry_key
+
+        ns = glob_escape(self.namespace)
+        return (
+            b"%s:{*}:seen:%s:*" % (ns, glob_escape(self._escaped_group)),
+            b"%s:failures:%s" % (ns, glob_escape(self.group)),
+            b"%s:{*}:failures:%s" % (ns, glob_escape(self.group)),
+            glob_escape(self.owed_prefix) + b"*",
+            glob_escape(registry_key(self.namespace.decode("utf-8"))),
+        )
 
     def failures_pattern(self) -> bytes:
         """A SCAN pattern matching every failure stream of this group (both layouts)."""
