@@ -156,6 +156,17 @@ def _event_ref(event_id: str, tag: str) -> EventRef:
     return ref
 
 
+@dataclass(frozen=True, slots=True)
+class ReplayRef(EventRef):
+    """An event copy an operator sent on purpose (``postbox dlq replay``): a failure verdict the
+    group left in the event's marker does not bind it, so it runs (see
+    :mod:`postbox.effects.verdicts`); an applied event's marker still makes it a duplicate."""
+
+    @classmethod
+    def of(cls, ref: EventRef) -> "ReplayRef":
+        return cls(ref.id, ref.tag)
+
+
 #: A handler's routing key: given the event, a key of the slot its effects write.
 RoutingKey = Callable[["Event"], "str | bytes"]
 
