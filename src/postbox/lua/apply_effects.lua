@@ -92,7 +92,7 @@
 -- Stream trimming (XADD's MAXLEN ~) cannot be undone, so it runs only after every command of the
 -- event has succeeded.
 
-local PROTOCOL = "3"
+local PROTOCOL = "4"
 
 -- User effect functions, from consumers/lua/<name>.lua, each a function(KEYS, ARGV) compiled into
 -- this script by the loader (trusted source files, never data). Filled in at this marker:
