@@ -61,7 +61,8 @@ def previous_release(tmp_path_factory) -> Path:
                           capture_output=True, text=True, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, f"the previous release is not in this clone's history (clone without --depth): {done.stderr}"
     with tarfile.open(archive) as tar:
-        tar.extractall(out, filter="data")
+        # filter= is 3.11.4+ (Debian's 3.11.2 lacks it); the archive is this repository's own history
+        tar.extractall(out, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
     return out / "src"
 
 
