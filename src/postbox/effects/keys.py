@@ -205,7 +205,7 @@ def escape_group(group: bytes) -> bytes:
 class KeyLayout:
     """Names of postbox's own keys for one consumer group.
 
-    - dedupe marker: ``<ns>:{<tag>}:seen:<escaped group>:<event id>`` (string ``1``, TTL = marker
+    - dedupe marker: ``<ns>:{<tag>}:seen:<escaped group>:<event id>`` (``1``, or a failure verdict: :mod:`postbox.effects.verdicts`; TTL = marker
       TTL); ``<tag>`` is :func:`tag_text` of the event's routing tag, the group escaped by
       :func:`escape_group` (the id is last, so it may hold anything).
     - legacy marker (during the upgrade transition):
