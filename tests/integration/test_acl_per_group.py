@@ -1,4 +1,4 @@
-"""A Redis user per consumer group: its markers, failure streams and owed verdicts, no other
+"""A Redis user per consumer group: its markers (failure verdicts included) and failure streams, no other
 group's. With the one shared consumer user any service could delete any group's markers (and so
 apply another team's events twice); :func:`postbox.effects.acl.group_rules` limits a user to the
 keys of its own group's layout plus the effect key patterns it is given.
@@ -17,7 +17,6 @@ import redis
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from postbox.consumer.owed_store import OwedStore
 from postbox.effects import Effects, EffectsEngine, EventRef
 from postbox.effects.acl import group_key_patterns, group_rules, group_user
 from postbox.effects.keys import KeyLayout
@@ -47,11 +46,10 @@ def _allowed(admin: redis.Redis, user: str, *command: bytes | str) -> bool:
 
 def _keys_of(group: str, event_id: str, tag: str) -> list[bytes]:
     """Every key the runtime writes for one event of ``group``: marker, both failure-stream
-    layouts, the owed verdicts of a partition."""
+    layouts."""
     shared, aligned = KeyLayout("postbox", group, slot_aligned=False), KeyLayout("postbox", group, slot_aligned=True)
     eid, raw_tag = event_id.encode(), tag.encode()
-    owed = OwedStore(None, shared, ttl_ms=1000).key(("orders", 3))  # type: ignore[arg-type]
-    return [shared.marker(eid, raw_tag), shared.failures(raw_tag), aligned.failures(raw_tag), owed]
+    return [shared.marker(eid, raw_tag), shared.failures(raw_tag), aligned.failures(raw_tag)]
 
 
 #: Group names: the marker's separators, the glob characters and the escape character, and

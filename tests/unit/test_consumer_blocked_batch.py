@@ -29,7 +29,6 @@ from postbox.effects.durability import Durability
 from postbox.effects.engine import Outcome
 from postbox.errors import TransientEffectError
 from tests.support.kafka import StandInRecord
-from tests.support.owed import MemoryOwedStore
 
 BLOCKED = 3
 #: After the block: a handler that fails for good, an undecodable record, good records.
@@ -72,8 +71,14 @@ class RecordingEngine:
     def durability(self) -> Durability:
         return Durability(True, "appendfsync", "appendfsync always")
 
-    def already_applied(self, refs) -> list[bool]:
-        return [False for _ in refs]
+    def record_failures(self, failures) -> list:
+        return [None for _ in failures]  # every handler failure is new (its verdict written)
+
+    def mark_delivered(self, _failures) -> None:
+        return None
+
+    def withdraw_failures(self, _refs) -> None:
+        return None
 
 
 class ScriptedDeadLetters:
@@ -125,7 +130,6 @@ def test_nothing_at_or_after_a_block_is_applied_dead_lettered_or_committed_and_t
     config = ConsumerConfig.load({}, group="g", topics="t", redis_url="redis://127.0.0.1:1/0", kafka_bootstrap="127.0.0.1:1",
                                  handler_retries=0)
     runtime = ConsumerRuntime(app, config, redis_client=redis.Redis(port=1), install_signals=False)
-    runtime.pipeline.owed_store = MemoryOwedStore()  # type: ignore[assignment]
     engine = RecordingEngine()
     runtime.engine = engine  # type: ignore[assignment]
     letters = ScriptedDeadLetters()

@@ -21,8 +21,8 @@ def register(app: typer.Typer) -> None:
 
 
 def acl(
-    group: Optional[str] = typer.Option(None, "--group", "-g", metavar="GROUP", help="A user for this consumer group alone: its markers, failure streams "
-                                        "and owed verdicts, no other group's."),
+    group: Optional[str] = typer.Option(None, "--group", "-g", metavar="GROUP", help="A user for this consumer group alone: its markers and failure streams, "
+                                        "no other group's."),
     key_pattern: Optional[List[str]] = typer.Option(None, "--key-pattern", "-k", metavar="PATTERN", help="An effect key pattern the handlers write "
                                                     "(repeat it). With --group: default '{*', and none may match postbox:... keys. "
                                                     "Without: default POSTBOX_REDIS_KEY_PATTERNS, else postbox:* and {*."),

@@ -141,11 +141,10 @@ class WindowPartitions(Partitions):
     """The partitions of a window run: assigned once, never committed (the group's offsets stay
     where they are), each record's fate counted in its :class:`Tally`.
 
-    The group's owed dead-letter verdicts (:mod:`postbox.consumer.owed_store`) are the live
-    members' business: a window neither reads them nor writes them (its ``done`` is not the
-    group's, and a save would replace the group's hash)."""
-
-    keeps_owed_verdicts = False
+    The group's failure verdicts bind a window as they bind the group's members: they are in the
+    events' markers (:mod:`postbox.effects.verdicts`), which the window's engine reads and writes
+    as the group's. A record the group failed is dead-lettered (if its dead letter is still owed)
+    or finished, never run after its successors; a failure the window finds is left for the group."""
 
     def __init__(self, group: str, metrics: Metrics, backoff: Backoff, tallies: dict[TopicPartitionKey, Tally]) -> None:
         super().__init__(group, metrics, backoff)

@@ -5,9 +5,9 @@ key patterns the pipeline writes.
   Lua functions). Redis checks the ACL of every command a script issues, and its keys, so the
   effect commands of ``src/postbox/lua/apply_effects.lua`` and ``consumers/lua/*.lua`` are
   listed too (:data:`SCRIPT_COMMANDS`; a unit test greps the Lua files against it).
-- The failure stream written by the runtime (``XADD``, ``PEXPIRE``); a handler failure's marker
-  check (``EXISTS``) and the owed dead-letter verdicts, ``<namespace>:owed:*`` (``HGETALL HSET DEL
-  PEXPIRE``, :mod:`postbox.consumer.owed_store`).
+- The failure stream written by the runtime (``XADD``, ``PEXPIRE``); the failure verdicts the
+  runtime leaves in markers (``GET SET DEL``, :mod:`postbox.effects.verdicts`); the group registry
+  (``HSET``).
 - Connection and checks: ``PING``, ``INFO`` (version, ``INFO persistence``, ``INFO memory``'s
   eviction policy, ``INFO replication``'s connected replicas), ``HELLO``,
   ``CLIENT SETNAME|GETNAME|ID``; ``WAIT`` (an apply confirmed on the replicas).
@@ -19,7 +19,7 @@ key patterns the pipeline writes.
 
 **A user per consumer group** (:func:`group_rules`, printed by ``postbox acl --group``): the same
 commands on the keys of that group's layout alone (:meth:`postbox.effects.keys.KeyLayout.acl_patterns`:
-its markers, failure streams and owed verdicts, and the shared group registry) plus the handler's
+its markers — failure verdicts included —, failure streams, and the shared group registry) plus the handler's
 effect key patterns, which may not reach ``<namespace>:`` keys. One service can then no longer
 delete or forge another group's markers.
 
@@ -56,8 +56,8 @@ SCRIPT_COMMANDS = (
 RUNTIME_COMMANDS = (
     "evalsha", "eval", "script|load", "script|exists", "ping", "info", "hello",
     "client|setname", "client|getname", "client|id", "xadd", "pexpire",
-    # a handler failure's marker check; the owed dead-letter verdicts (postbox.consumer.owed_store)
-    "exists", "hgetall", "hset", "del",
+    # a handler failure's verdict in its marker (postbox.effects.verdicts); the group registry
+    "get", "set", "exists", "hgetall", "hset", "del",
     # the wait for replicas after each apply (postbox.effects.replicas)
     "wait",
 )

@@ -10,9 +10,8 @@ Where the window *ends* does not matter by itself. A window starting at or befor
 committed offset finds everything before its start applied; from there it goes in order, and so
 does the group, so whichever applies an aggregate's later event has already seen (applied, or met
 the marker of) every earlier one — the window may run past the group's position, beside the
-running group or ahead of a stopped one. (The exception is not about order of reading: a record
-the window dead-letters leaves no marker, so the group runs it again, and a handler or effect
-that now succeeds applies it after its successors — the limit the owed verdicts describe.)
+running group or ahead of a stopped one. A record the window fails leaves its verdict in the
+event's marker, so the group does not run it again after its successors either.
 
 The group's position on a partition is its committed offset, read from Kafka before the window
 runs. Without one, it is decided by the members' ``auto.offset.reset``, which Kafka does not
