@@ -23,6 +23,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 
 from postbox.consumer import App, ConsumerConfig
 from postbox.effects import Effects, aggregate_keys
+from postbox.effects.keys import EventRef, KeyLayout
 from postbox.events import Event
 from tests.apps.counting import record
 from tests.support.consumers import ThreadedRuntime, committed, create_topic, produce, read_all, router_headers, wait_for
@@ -130,4 +131,11 @@ def test_a_refused_dead_letter_never_lets_a_later_event_of_its_partition_apply_f
     by_offset = {(m.partition(), int(dict(m.headers())["postbox.origin.offset"])): dict(m.headers()) for m in letters}
     assert set(by_offset) == {(0, 3), (1, 1)}, by_offset
     assert all(h["postbox.error.class"] == b"EffectFailed:WRONGTYPE" for h in by_offset.values())
+    # Both verdicts note their dead letter acknowledged (written on the retry in this same process,
+    # which dead-letters from its memory: a later reader of the record finishes it, sends nothing).
+    layout = KeyLayout("postbox", group, slot_aligned=False)
+    for key, record in (("a", records[3]), ("b", records[6])):
+        event_id = dict(record[2])["id"].decode()
+        marker = layout.marker(event_id.encode(), EventRef.for_aggregate(event_id, agg, key).tag_bytes)
+        assert redis_client.get(marker)[:1] == b"D", (key, redis_client.get(marker))
     redis_client.delete(*[f"{{{agg}:{a}}}:{p}" for a in "ab" for p in ("seq", "count", "str")], f"postbox:failures:{group}")

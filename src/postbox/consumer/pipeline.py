@@ -180,10 +180,6 @@ class Pipeline:
         owing = {tp: state for tp, state in self.partitions.states.items() if state.owed}
         decode = self.decoder.message  # no Origin per record: one is made for a failure only (_origin)
         for item in items:
-            owed = owing[item.tp].owed.get(item.offset) if owing and item.tp in owing else None
-            if owed is not None:  # its effect failed earlier; only its dead letter is left to write
-                item.failure = owed
-                continue
             outcome = decode(item.msg)
             if isinstance(outcome, Failure):
                 item.failure = outcome
@@ -191,6 +187,9 @@ class Pipeline:
                 item.event, item.route, item.ref = outcome
                 if REPLAY_OF_HEADER in item.event.headers:  # sent again on purpose: not bound by a verdict
                     item.ref = ReplayRef.of(item.ref)
+            owed = owing[item.tp].owed.get(item.offset) if owing and item.tp in owing else None
+            if owed is not None:  # it failed earlier; only its dead letter is left (its ref: to note it in the marker)
+                item.failure = owed
         self._run_handlers(items, blocks)
         return Prepared(items, blocks)
 

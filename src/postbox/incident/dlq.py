@@ -506,7 +506,7 @@ def find_applied(kafka: Kafka, redis_state: RedisState, items: list[ReplayItem],
         names = sorted(set(groups_of[item.topic]) | ({item.letter.group} if item.letter.group else set()))
         for group in names:
             marker = redis_state.find_marker(group, event_id, anchors)
-            if marker is not None:
+            if marker is not None and marker.verdict is None:  # a failure verdict: the group did not apply it
                 item.applied_by.append({"group": group, "marker": marker.key,
                                         "applied_at_estimate": iso(marker.applied_at(marker_ttl)), "expires_at": iso(marker.expires_at())})
 
