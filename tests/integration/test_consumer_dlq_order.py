@@ -134,8 +134,8 @@ def test_a_refused_dead_letter_never_lets_a_later_event_of_its_partition_apply_f
     # Both verdicts note their dead letter acknowledged (written on the retry in this same process,
     # which dead-letters from its memory: a later reader of the record finishes it, sends nothing).
     layout = KeyLayout("postbox", group, slot_aligned=False)
-    for key, record in (("a", records[3]), ("b", records[6])):
-        event_id = dict(record[2])["id"].decode()
+    for key, sent in (("a", records[3]), ("b", records[6])):
+        event_id = dict(sent[2])["id"].decode()
         marker = layout.marker(event_id.encode(), EventRef.for_aggregate(event_id, agg, key).tag_bytes)
         assert redis_client.get(marker)[:1] == b"D", (key, redis_client.get(marker))
     redis_client.delete(*[f"{{{agg}:{a}}}:{p}" for a in "ab" for p in ("seq", "count", "str")], f"postbox:failures:{group}")
