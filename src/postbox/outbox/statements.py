@@ -20,7 +20,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from postbox.outbox.policy import Retention
-from postbox.outbox.rows import PreparedRow
+from postbox.outbox.records import PreparedRow
 from postbox.outbox.table_statements import DEFAULT_STATEMENTS, OutboxStatements
 
 #: The default pipeline's batch statements (another pipeline's: :func:`outbox_statements`).

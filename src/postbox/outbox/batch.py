@@ -1,0 +1,230 @@
+"""A batch of events as the bytes of one binary COPY, every check and every encoding done first.
+
+Why: ``emit_many`` of a large batch spent most of its time in Python before any SQL, per event:
+a row object, a parameter tuple, the same type and schema checks, an id made under a lock, then
+psycopg dumping six Python lists into arrays. Here one pass over the events writes each row
+straight into the COPY stream (``sql/copy_many.sql``), and what events of one kind (aggregate
+type, event type, schema version, traceparent) share is checked and encoded once per batch
+(:class:`BatchKind`): its column bytes, its schema and writer, its deliverability. Per event
+only the key and the payload are checked, the payload encoded in place by the schema's one-pass
+writer. Nothing is sent until every event has passed, so a bad event refuses the whole batch
+with the caller's transaction untouched, the error naming its index.
+
+The same :class:`EncodedBatch` also gives the rows of the one-statement INSERT
+(:meth:`EncodedBatch.rows`), for what COPY cannot serve (a pipelined connection, a small batch),
+so one set of checks decides both forms.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NamedTuple
+
+from postbox.codec.compiled_writer import Write
+from postbox.errors import PostboxError
+from postbox.outbox.deliverable import MAX_KEY_BYTES
+from postbox.outbox.records import EmittedEvent, NewEvent, PreparedRow
+from postbox.outbox.uuid7 import uuid7_ints, uuids_of
+
+#: The binary COPY header (signature, flags, no extension) and trailer (PostgreSQL's COPY docs).
+COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
+COPY_TRAILER = b"\xff\xff"
+#: How much of the stream is handed to the connection at a time: the events returned are made
+#: between two pieces, while the server reads the last one.
+COPY_PIECE = 64 * 1024
+
+_LENGTH = struct.Struct(">i")
+_pack_length = _LENGTH.pack
+_pack_length_into = _LENGTH.pack_into
+#: The id column's length (a uuid is 16 bytes).
+ID_LENGTH = _pack_length(16)
+_NULL = _pack_length(-1)
+
+
+class BatchKind(NamedTuple):
+    """What every event of one kind in a batch shares, checked once (by
+    :meth:`~postbox.outbox.rows.RowFactory.batch_kind`): the bytes its rows start with, how its
+    payloads are written, and the fields of the events returned."""
+
+    #: The field count, the aggregate_type, event_type and traceparent columns, and the id's length.
+    prefix: bytes
+    #: What a payload column starts with: its length (filled in after) and, for Avro, the marker
+    #: and the schema fingerprint.
+    head: bytes
+    #: The schema's one-pass writer (True: written), or None: every payload takes ``encode``.
+    write: Write | None
+    #: A payload's whole encoding through the general path; raises naming what is wrong.
+    encode: Callable[[Any], bytes]
+    #: The key checked by every rule, as the Kafka key (str); raises naming why not.
+    key: Callable[[Any], str]
+    #: The largest encoded payload (bytes), and the PayloadError of one larger.
+    limit: int
+    too_large: Callable[[int], Exception]
+    #: The EmittedEvent fields of this kind: aggregate_type, event_type, schema_version, traceparent.
+    fields: tuple[str, str, int | None, str | None]
+    #: Whether its text columns are ASCII (then they read alike in every client encoding).
+    ascii: bool
+
+
+#: The kind of ``(aggregate_type, event_type, version, traceparent)``, its checks passed.
+KindFor = Callable[[Any, Any, Any, Any], BatchKind]
+
+
+def copy_field(value: str | None) -> bytes:
+    """One text column as binary COPY carries it: its length and its UTF-8 bytes (NULL: -1)."""
+    if value is None:
+        return _NULL
+    data = value.encode()
+    return _pack_length(len(data)) + data
+
+
+class EncodedBatch:
+    """A batch that passed every check: the COPY stream of its rows, and the events it writes.
+
+    The returned events (:meth:`events`) are made apart from the checks: the COPY path makes them
+    between the pieces it sends (:meth:`copy_pieces`), while the server is busy with the rows.
+    """
+
+    __slots__ = ("data", "ids", "kinds", "keys", "ascii", "_made")
+
+    def __init__(self, data: bytearray, ids: list[int], kinds: list[BatchKind], keys: list[str], ascii: bool) -> None:
+        self.data = data
+        self.ids = ids
+        self.kinds = kinds
+        self.keys = keys
+        self.ascii = ascii
+        self._made: list[EmittedEvent] = []
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def events(self) -> list[EmittedEvent]:
+        """What was written, in order (made once)."""
+        self._make(len(self.ids))
+        return self._made
+
+    def event_ids(self) -> list[uuid.UUID]:
+        """The events' ids, in order."""
+        return [event.id for event in self.events()]
+
+    def copy_pieces(self) -> Iterator[memoryview]:
+        """The COPY stream in pieces of :data:`COPY_PIECE` bytes; the events of each piece's rows
+        are made after it is handed over (the stream ends with the trailer)."""
+        data, n = self.data, len(self.ids)
+        total = len(data)
+        with memoryview(data) as view:
+            for start in range(0, total, COPY_PIECE):
+                yield view[start:start + COPY_PIECE]
+                self._make(min(n, n * (start + COPY_PIECE) // total))
+        self._make(n)
+
+    def rows(self) -> list[PreparedRow]:
+        """The batch as the rows of the one-statement INSERT (the same values, the payloads cut
+        out of the stream)."""
+        events = self.events()
+        data, rows = self.data, []
+        pos = len(COPY_HEADER)
+        for event, kind in zip(events, self.kinds):
+            pos += len(kind.prefix) + 16
+            pos += 4 + _LENGTH.unpack_from(data, pos)[0]  # the key
+            size = _LENGTH.unpack_from(data, pos)[0]
+            payload = bytes(data[pos + 4:pos + 4 + size])
+            pos += 4 + size
+            rows.append(PreparedRow(event, (event.id, event.aggregate_type, event.aggregate_id, event.event_type,
+                                            payload, event.traceparent)))
+        return rows
+
+    def _make(self, stop: int) -> None:
+        """Make the returned events up to ``stop`` (the frozen dataclass filled in one step, as
+        :func:`postbox.frozen.assemble` does)."""
+        made = self._made
+        start = len(made)
+        if stop <= start:
+            return
+        new, cls = object.__new__, EmittedEvent
+        for event_id, kind, key in zip(uuids_of(self.ids[start:stop]), self.kinds[start:stop], self.keys[start:stop]):
+            aggregate_type, event_type, version, trace = kind.fields
+            event = new(cls)
+            event.__dict__.update({"id": event_id, "aggregate_type": aggregate_type, "aggregate_id": key,
+                                   "event_type": event_type, "schema_version": version, "traceparent": trace})
+            made.append(event)
+
+
+def encode_batch(events: Sequence[NewEvent], kind_for: KindFor) -> EncodedBatch:
+    """Check and encode ``events`` (in order) into one :class:`EncodedBatch`, or raise naming the
+    first bad event by its index; ``kind_for`` checks what a kind shares and is asked once per kind.
+
+    One loop on purpose: it runs once per event of every large batch, and each call or object
+    saved in it is saved ten thousand times in a batch of ten thousand.
+    """
+    n = len(events)
+    ids = uuid7_ints(n)
+    out = bytearray(COPY_HEADER)
+    kinds: list[BatchKind] = []
+    keys: list[str] = []
+    known: dict[Any, BatchKind] = {}
+    all_ascii = True
+    index = 0
+    try:
+        for index, event in enumerate(events):
+            aggregate_type, event_type = event.aggregate_type, event.event_type
+            version, trace = event.version, event.traceparent
+            # Exact str names and no options: the kind is found by its names alone. Anything else
+            # is looked up (and its options checked) by kind_for on every event, as emit does.
+            if version is None and trace is None and type(aggregate_type) is str and type(event_type) is str:
+                kind = known.get((aggregate_type, event_type))
+                if kind is None:
+                    kind = known[(aggregate_type, event_type)] = kind_for(aggregate_type, event_type, None, None)
+            else:
+                kind = kind_for(aggregate_type, event_type, version, trace)
+            key = event.aggregate_id
+            # The key at a glance (deliverable.plain_key, inline); any other key takes every rule.
+            if type(key) is not str or not (0 < len(key) <= MAX_KEY_BYTES and key.isascii() and "\x00" not in key):
+                key = kind.key(key)
+                all_ascii = all_ascii and key.isascii()
+            data = key.encode()
+            out += kind.prefix
+            out += ids[index].to_bytes(16, "big")
+            out += _pack_length(len(data))
+            out += data
+            mark = len(out)
+            out += kind.head
+            payload, write, written = event.payload, kind.write, False
+            if write is not None and type(payload) is dict:
+                try:
+                    written = write(payload, out)
+                except Exception:  # noqa: BLE001 - e.g. a float beyond its range: the general path decides
+                    written = False
+            if not written:
+                del out[mark + 4:]
+                out += kind.encode(payload)
+            size = len(out) - mark - 4
+            if size > kind.limit:
+                raise kind.too_large(size)
+            _pack_length_into(out, mark, size)
+            kinds.append(kind)
+            keys.append(key)
+            all_ascii = all_ascii and kind.ascii
+    except (PostboxError, TypeError) as exc:
+        _in_batch(exc, index, n)
+        raise
+    out += COPY_TRAILER
+    return EncodedBatch(out, ids, kinds, keys, all_ascii)
+
+
+def _in_batch(exc: Exception, index: int, size: int) -> None:
+    """Make ``exc``'s message say which event of the batch it is about (the same object: its
+    class, fields and cause kept)."""
+    where = f"emit_many: events[{index}] (of {size})"
+    if isinstance(exc, PostboxError):
+        exc.message = f"{where}: {exc.message}"
+        exc.args = (exc.message, *exc.args[1:])
+    elif exc.args and isinstance(exc.args[0], str):
+        exc.args = (f"{where}: {exc.args[0]}", *exc.args[1:])
+    else:
+        exc.add_note(where)
+
+
+__all__ = ["COPY_HEADER", "COPY_PIECE", "COPY_TRAILER", "ID_LENGTH", "BatchKind", "EncodedBatch", "copy_field", "encode_batch"]

@@ -1,0 +1,75 @@
+"""What an emit takes and gives back: the events handed to the writer and the rows it makes.
+
+Their own module so that everything that turns events into rows (:mod:`postbox.outbox.rows` for
+one event, :mod:`postbox.outbox.batch` for a batch) and everything that sends them share one
+definition; :mod:`postbox.outbox.rows` re-exports them where callers have always found them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any, NamedTuple, TypedDict
+
+from postbox.payloads.instance import EventPayload
+from postbox.topics import topic_for
+
+
+#: What an aggregate id may be given as (it is sent as its string: the Kafka key).
+AggregateId = str | int | uuid.UUID
+
+
+class EmitOptions(TypedDict, total=False):
+    """The keyword options of an emit (``emit``, ``execute_and_emit``, sync and async), all optional.
+
+    ``version``: the schema version to encode the payload with (default: the event's latest), for a
+    producer that must keep writing an older version while its consumers catch up.
+    ``traceparent``: the W3C trace context to record (default: :func:`~postbox.outbox.trace_context`'s,
+    else the current OpenTelemetry span's, else none); it travels in the ``traceparent`` header.
+    ``event_id``: the event's id (default: a new UUIDv7), for a caller that must know it before the
+    emit; it must be unique, and a UUIDv7 to land in the partition of its time.
+    """
+
+    version: int | None
+    traceparent: str | None
+    event_id: uuid.UUID | None
+
+
+@dataclass(frozen=True)
+class NewEvent:
+    """One event to emit (for batch emit)."""
+
+    aggregate_type: str
+    aggregate_id: str
+    event_type: str
+    payload: EventPayload
+    version: int | None = None
+    traceparent: str | None = None
+
+
+@dataclass(frozen=True)
+class EmittedEvent:
+    """What was written: the event id (the Kafka ``id`` header) and where the event will go."""
+
+    id: uuid.UUID
+    aggregate_type: str
+    aggregate_id: str
+    event_type: str
+    schema_version: int | None
+    traceparent: str | None
+
+    @property
+    def topic(self) -> str:
+        """The Kafka topic the Outbox Event Router routes this event to."""
+        return topic_for(self.aggregate_type)
+
+
+class PreparedRow(NamedTuple):
+    """An event ready to send: what the caller gets back, and the INSERT's parameters (a tuple:
+    made on every emit, and cheaper than a frozen dataclass)."""
+
+    event: EmittedEvent
+    params: tuple[Any, ...]
+
+
+__all__ = ["AggregateId", "EmitOptions", "EmittedEvent", "NewEvent", "PreparedRow"]
