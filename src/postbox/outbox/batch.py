@@ -25,8 +25,8 @@ from typing import Any, NamedTuple
 from postbox.codec.compiled_writer import Write
 from postbox.errors import PostboxError
 from postbox.outbox.deliverable import MAX_KEY_BYTES
-from postbox.outbox.records import EmittedEvent, NewEvent, PreparedRow
-from postbox.outbox.uuid7 import uuid7_ints, uuids_of
+from postbox.outbox.records import EmittedEvent, NewEvent, PreparedRow, emitted_event
+from postbox.outbox.uuid7 import uuid7_block, uuids_from_block
 
 #: The binary COPY header (signature, flags, no extension) and trailer (PostgreSQL's COPY docs).
 COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
@@ -41,6 +41,7 @@ _pack_length_into = _LENGTH.pack_into
 #: The id column's length (a uuid is 16 bytes).
 ID_LENGTH = _pack_length(16)
 _NULL = _pack_length(-1)
+_IDS = struct.Struct("16s")
 
 
 class BatchKind(NamedTuple):
@@ -89,8 +90,9 @@ class EncodedBatch:
 
     __slots__ = ("data", "ids", "kinds", "keys", "ascii", "_made")
 
-    def __init__(self, data: bytearray, ids: list[int], kinds: list[BatchKind], keys: list[str], ascii: bool) -> None:
+    def __init__(self, data: bytearray, ids: bytes, kinds: list[BatchKind], keys: list[str], ascii: bool) -> None:
         self.data = data
+        #: The events' ids, 16 bytes each (:func:`~postbox.outbox.uuid7.uuid7_block`).
         self.ids = ids
         self.kinds = kinds
         self.keys = keys
@@ -98,11 +100,11 @@ class EncodedBatch:
         self._made: list[EmittedEvent] = []
 
     def __len__(self) -> int:
-        return len(self.ids)
+        return len(self.keys)
 
     def events(self) -> list[EmittedEvent]:
         """What was written, in order (made once)."""
-        self._make(len(self.ids))
+        self._make(len(self.keys))
         return self._made
 
     def event_ids(self) -> list[uuid.UUID]:
@@ -112,7 +114,7 @@ class EncodedBatch:
     def copy_pieces(self) -> Iterator[memoryview]:
         """The COPY stream in pieces of :data:`COPY_PIECE` bytes; the events of each piece's rows
         are made after it is handed over (the stream ends with the trailer)."""
-        data, n = self.data, len(self.ids)
+        data, n = self.data, len(self.keys)
         total = len(data)
         with memoryview(data) as view:
             for start in range(0, total, COPY_PIECE):
@@ -137,19 +139,14 @@ class EncodedBatch:
         return rows
 
     def _make(self, stop: int) -> None:
-        """Make the returned events up to ``stop`` (the frozen dataclass filled in one step, as
-        :func:`postbox.frozen.assemble` does)."""
+        """Make the returned events up to ``stop``."""
         made = self._made
         start = len(made)
         if stop <= start:
             return
-        new, cls = object.__new__, EmittedEvent
-        for event_id, kind, key in zip(uuids_of(self.ids[start:stop]), self.kinds[start:stop], self.keys[start:stop]):
+        for event_id, kind, key in zip(uuids_from_block(self.ids, start, stop), self.kinds[start:stop], self.keys[start:stop]):
             aggregate_type, event_type, version, trace = kind.fields
-            event = new(cls)
-            event.__dict__.update({"id": event_id, "aggregate_type": aggregate_type, "aggregate_id": key,
-                                   "event_type": event_type, "schema_version": version, "traceparent": trace})
-            made.append(event)
+            made.append(emitted_event(event_id, aggregate_type, key, event_type, version, trace))
 
 
 def encode_batch(events: Sequence[NewEvent], kind_for: KindFor) -> EncodedBatch:
@@ -157,41 +154,40 @@ def encode_batch(events: Sequence[NewEvent], kind_for: KindFor) -> EncodedBatch:
     first bad event by its index; ``kind_for`` checks what a kind shares and is asked once per kind.
 
     One loop on purpose: it runs once per event of every large batch, and each call or object
-    saved in it is saved ten thousand times in a batch of ten thousand.
+    saved in it is saved ten thousand times in a batch of ten thousand. An event of the same kind
+    as the one before it (the same name objects, no options) finds its kind without a lookup.
     """
     n = len(events)
-    ids = uuid7_ints(n)
+    ids = uuid7_block(n)
     out = bytearray(COPY_HEADER)
     kinds: list[BatchKind] = []
     keys: list[str] = []
     known: dict[Any, BatchKind] = {}
     all_ascii = True
-    index = 0
+    last_type: Any = _NOTHING
+    last_event: Any = _NOTHING
     try:
-        for index, event in enumerate(events):
+        for event, (event_id,) in zip(events, _IDS.iter_unpack(ids)):
             aggregate_type, event_type = event.aggregate_type, event.event_type
-            version, trace = event.version, event.traceparent
-            # Exact str names and no options: the kind is found by its names alone. Anything else
-            # is looked up (and its options checked) by kind_for on every event, as emit does.
-            if version is None and trace is None and type(aggregate_type) is str and type(event_type) is str:
-                kind = known.get((aggregate_type, event_type))
-                if kind is None:
-                    kind = known[(aggregate_type, event_type)] = kind_for(aggregate_type, event_type, None, None)
-            else:
-                kind = kind_for(aggregate_type, event_type, version, trace)
+            if aggregate_type is not last_type or event_type is not last_event or event.version is not None \
+                    or event.traceparent is not None:
+                kind, last_type, last_event = _kind_of(event, known, kind_for)
+                prefix, head, write, limit = kind.prefix, kind.head, kind.write, kind.limit
+                all_ascii = all_ascii and kind.ascii
             key = event.aggregate_id
             # The key at a glance (deliverable.plain_key, inline); any other key takes every rule.
             if type(key) is not str or not (0 < len(key) <= MAX_KEY_BYTES and key.isascii() and "\x00" not in key):
                 key = kind.key(key)
                 all_ascii = all_ascii and key.isascii()
             data = key.encode()
-            out += kind.prefix
-            out += ids[index].to_bytes(16, "big")
+            out += prefix
+            out += event_id
             out += _pack_length(len(data))
             out += data
             mark = len(out)
-            out += kind.head
-            payload, write, written = event.payload, kind.write, False
+            out += head
+            payload = event.payload
+            written = False
             if write is not None and type(payload) is dict:
                 try:
                     written = write(payload, out)
@@ -201,17 +197,35 @@ def encode_batch(events: Sequence[NewEvent], kind_for: KindFor) -> EncodedBatch:
                 del out[mark + 4:]
                 out += kind.encode(payload)
             size = len(out) - mark - 4
-            if size > kind.limit:
+            if size > limit:
                 raise kind.too_large(size)
             _pack_length_into(out, mark, size)
             kinds.append(kind)
             keys.append(key)
-            all_ascii = all_ascii and kind.ascii
     except (PostboxError, TypeError) as exc:
-        _in_batch(exc, index, n)
+        _in_batch(exc, len(kinds), n)  # the events before it each appended their kind
         raise
     out += COPY_TRAILER
     return EncodedBatch(out, ids, kinds, keys, all_ascii)
+
+
+#: No event's name is this object: the kind of the event before the first is nothing.
+_NOTHING = object()
+
+
+def _kind_of(event: NewEvent, known: dict[Any, BatchKind], kind_for: KindFor) -> tuple[BatchKind, Any, Any]:
+    """``event``'s kind, and the names the next event may be recognised by (``_NOTHING``: none).
+
+    Exact str names and no options: the kind is found by its names alone, asked of ``kind_for``
+    once per batch. Anything else is asked of ``kind_for`` (its options checked) for every event,
+    as emit does."""
+    aggregate_type, event_type, version, trace = event.aggregate_type, event.event_type, event.version, event.traceparent
+    if version is not None or trace is not None or type(aggregate_type) is not str or type(event_type) is not str:
+        return kind_for(aggregate_type, event_type, version, trace), _NOTHING, _NOTHING
+    kind = known.get((aggregate_type, event_type))
+    if kind is None:
+        kind = known[(aggregate_type, event_type)] = kind_for(aggregate_type, event_type, None, None)
+    return kind, aggregate_type, event_type
 
 
 def _in_batch(exc: Exception, index: int, size: int) -> None:

@@ -17,10 +17,9 @@ from postbox.codec.avro import MARKER, AvroCodec
 from postbox.codec.compiled_writer import Write
 from postbox.codec.json_codec import JsonCodec
 from postbox.errors import PayloadError
-from postbox.frozen import assemble
 from postbox.payloads.instance import EventPayload, as_mapping
 from postbox.outbox.batch import ID_LENGTH, BatchKind, EncodedBatch, copy_field, encode_batch
-from postbox.outbox.records import AggregateId, EmitOptions, EmittedEvent, NewEvent, PreparedRow
+from postbox.outbox.records import AggregateId, EmitOptions, EmittedEvent, NewEvent, PreparedRow, emitted_event
 from postbox.outbox.deliverable import aggregate_type_problem, event_type_problem, key_problem, plain_key, shown
 from postbox.outbox.trace import resolve_traceparent
 from postbox.outbox.table_statements import DEFAULT_STATEMENTS
@@ -277,10 +276,7 @@ def _row(
     event_id: uuid.UUID, aggregate_type: str, aggregate_id: str, event_type: str,
     schema_version: int | None, trace: str | None, body: bytes,
 ) -> PreparedRow:
-    # The frozen dataclass made without its __init__ (six object.__setattr__ calls, a third of
-    # a microsecond of every emit): the same instance (tests/unit/test_writer_known_types.py).
-    event = assemble(EmittedEvent, {"id": event_id, "aggregate_type": aggregate_type, "aggregate_id": aggregate_id,
-                                    "event_type": event_type, "schema_version": schema_version, "traceparent": trace})
+    event = emitted_event(event_id, aggregate_type, aggregate_id, event_type, schema_version, trace)
     return PreparedRow(event, (event_id, aggregate_type, aggregate_id, event_type, body, trace))
 
 
