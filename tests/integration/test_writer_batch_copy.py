@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import uuid
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
@@ -54,6 +57,13 @@ def codec(agg: str, tmp_path: Path) -> AvroCodec:
 
 def events(agg: str, n: int, key: str = "a") -> list[NewEvent]:
     return [NewEvent(agg, f"{key}{i % 7}", "OrderPlaced", placed(str(i))) for i in range(n)]
+
+
+def stored(agg: str) -> list[tuple[object, ...]]:
+    """Every column of ``agg``'s rows but the id and the time, in the order the database took them."""
+    with psycopg.connect(admin_database_url()) as admin:
+        return admin.execute("SELECT aggregate_type, aggregate_id, event_type, payload, traceparent FROM postbox.outbox"
+                             " WHERE aggregate_type = %s ORDER BY created_at, ctid", (agg,)).fetchall()
 
 
 def written(agg: str, dbname: str | None = None) -> list[tuple[str, str, bytes]]:
@@ -167,3 +177,33 @@ def test_no_outbox_table_is_the_error_with_the_fix(pg_conn: psycopg.Connection, 
         with pg_conn.transaction():
             outbox.emit_many(pg_conn, events(agg, 300))
     assert "db init" in (raised.value.fix or "")
+
+
+TP = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(batch=st.lists(st.tuples(st.text(min_size=1, max_size=8).filter(lambda s: "\x00" not in s), st.booleans(), st.integers(0, 10**9)),
+                      min_size=COPY_MIN_ROWS, max_size=150))
+def test_a_copied_batch_stores_what_one_emit_per_event_stores(batch: list[tuple[str, bool, int]],
+                                                              tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Read back from the table: the rows of one emit_many (one COPY) are those of one emit per
+    event, column for column, in order; only the ids and times differ."""
+    tmp = tmp_path_factory.mktemp("schemas")
+    token = uuid.uuid4().hex[:10]  # each example its own aggregate types (their rows are its alone)
+    names = [f"p{token}{n}" for n in range(2)]
+    for name in names:
+        shutil.copytree(ROOT / "schemas" / "order", tmp / name)
+    outbox = Outbox(codec=AvroCodec(SchemaRepository.load(tmp)))
+    url = Settings.load().database_url
+    with psycopg.connect(url) as conn:
+        assert outbox.plan_many([NewEvent(names[0], k, "OrderPlaced", placed(str(n))) for k, _, n in batch]).copies(conn)
+        with conn.transaction():
+            outbox.emit_many(conn, [NewEvent(names[0], key, "OrderPlaced", placed(str(n)), traceparent=TP if traced else None)
+                                    for key, traced, n in batch])
+        with conn.transaction():
+            for key, traced, n in batch:
+                outbox.emit(conn, names[1], key, "OrderPlaced", placed(str(n)), traceparent=TP if traced else None)
+    copied, one_by_one = stored(names[0]), stored(names[1])
+    assert len(copied) == len(batch)
+    assert [row[1:] for row in copied] == [row[1:] for row in one_by_one]
