@@ -85,7 +85,7 @@ class AsyncOutbox(OutboxCore[AsyncConnection]):
             with self.sending(conn):
                 shared.refuse_outsider()  # decides, under the lock
                 if not plan.copies(conn):
-                    await self._send_unlocked(conn, plan.statements)
+                    await self._send_unlocked(conn, plan.statements_on(conn))
                     return
                 cur = async_emit_cursor(conn)
                 async with cur.copy(plan.copy_sql) as copy:

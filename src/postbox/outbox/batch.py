@@ -42,6 +42,15 @@ _pack_length_into = _LENGTH.pack_into
 ID_LENGTH = _pack_length(16)
 _NULL = _pack_length(-1)
 _IDS = struct.Struct("16s")
+#: A binary array's header: one dimension, whether it holds a NULL, the element type, its length, lower bound 1.
+_ARRAY_HEADER = struct.Struct(">iiiii")
+_TEXT_OID = 25
+#: The element types of the INSERT form's first five arrays (pg_type: uuid, text, text, text, bytea).
+_ELEMENT_OIDS = (2950, _TEXT_OID, _TEXT_OID, _TEXT_OID, 17)
+
+
+def _array(elements: bytearray, count: int, oid: int, *, has_null: bool = False) -> bytes:
+    return _ARRAY_HEADER.pack(1, 1 if has_null else 0, oid, count, 1) + elements
 
 
 class BatchKind(NamedTuple):
@@ -65,6 +74,8 @@ class BatchKind(NamedTuple):
     too_large: Callable[[int], Exception]
     #: The EmittedEvent fields of this kind: aggregate_type, event_type, schema_version, traceparent.
     fields: tuple[str, str, int | None, str | None]
+    #: The aggregate_type, event_type and traceparent columns as binary fields (:func:`copy_field`).
+    columns: tuple[bytes, bytes, bytes]
     #: Whether its text columns are ASCII (then they read alike in every client encoding).
     ascii: bool
 
@@ -137,6 +148,42 @@ class EncodedBatch:
             rows.append(PreparedRow(event, (event.id, event.aggregate_type, event.aggregate_id, event.event_type,
                                             payload, event.traceparent)))
         return rows
+
+    def arrays(self, max_rows: int, max_payload_bytes: int) -> Iterator[tuple[int, int, tuple[bytes, ...]]]:
+        """The INSERT form's columns, chunk by chunk: ``(first row, end row, six arrays)``, each
+        array in PostgreSQL's binary format (id, aggregate_type, aggregate_id, event_type, payload,
+        traceparent), cut from the COPY stream: an array element is a COPY field, its length and
+        its bytes. A chunk holds at most ``max_rows`` rows, and more than ``max_payload_bytes`` of
+        payload only when one row does."""
+        data, kinds = self.data, self.kinds
+        unpack = _LENGTH.unpack_from
+        with memoryview(data) as view:
+            pos, start, n = len(COPY_HEADER), 0, len(kinds)
+            while start < n:
+                columns = [bytearray() for _ in range(6)]
+                ids, types, keys, events, payloads, traces = columns
+                size, row, nulls = 0, start, False
+                while row < n and (row == start or (row - start < max_rows and size <= max_payload_bytes)):
+                    kind = kinds[row]
+                    at = pos + len(kind.prefix)
+                    ids += view[at - 4:at + 16]  # the id's length (the prefix's end) and the id
+                    at += 16
+                    end = at + 4 + unpack(data, at)[0]
+                    keys += view[at:end]
+                    length = unpack(data, end)[0]
+                    pos = end + 4 + length
+                    payloads += view[end:pos]
+                    size += length
+                    aggregate_type, event_type, trace = kind.columns
+                    types += aggregate_type
+                    events += event_type
+                    traces += trace
+                    nulls = nulls or trace == _NULL
+                    row += 1
+                count = row - start
+                yield start, row, (*(_array(column, count, oid) for column, oid in zip(columns[:5], _ELEMENT_OIDS)),
+                                   _array(traces, count, _TEXT_OID, has_null=nulls))
+                start = row
 
     def _make(self, stop: int) -> None:
         """Make the returned events up to ``stop``."""

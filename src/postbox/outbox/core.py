@@ -45,7 +45,8 @@ from postbox.outbox.batch import EncodedBatch
 from postbox.outbox.policy import Retention
 from postbox.outbox.records import AggregateId, EmitOptions, EmittedEvent, NewEvent
 from postbox.outbox.rows import RowFactory
-from postbox.outbox.statements import Statement, fold_into, statements_for
+from postbox.outbox.binary_arrays import ByteaArray, TextArray, UuidArray
+from postbox.outbox.statements import CHUNK_MAX_PAYLOAD_BYTES, CHUNK_MAX_ROWS, Statement, fold_into, statements_for
 from postbox.outbox.table_statements import OutboxStatements, copy_statement, outbox_statements
 from postbox.outbox.transaction_check import require_transaction
 from postbox.outbox.write_errors import SETUP_ERRORS, setup_error
@@ -191,6 +192,22 @@ class BatchPlan:
             rows = self.batch.rows() if len(self.batch) else []
             self._statements = statements_for(rows, self.retention, self.table) if rows else []
         return self._statements
+
+    def statements_on(self, conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> list[Statement]:
+        """The INSERT form as sent on ``conn``: its arrays cut from the encoded batch
+        (:mod:`postbox.outbox.binary_arrays`) where ``conn`` reads the text as sent (as for
+        :meth:`copies`), else :attr:`statements` (Python lists: psycopg encodes the text)."""
+        batch = self.batch
+        if len(batch) < 2 or not (batch.ascii or conn.info.encoding == "utf-8"):
+            return self.statements
+        out: list[Statement] = []
+        for _start, _stop, (ids, types, keys, events, payloads, traces) in batch.arrays(CHUNK_MAX_ROWS, CHUNK_MAX_PAYLOAD_BYTES):
+            id_array = UuidArray(ids)
+            out.append((self.table.insert_many, (id_array, TextArray(types), TextArray(keys), TextArray(events),
+                                                 ByteaArray(payloads), TextArray(traces))))
+            if self.retention is Retention.DELETE:
+                out.append((self.table.delete_many, (id_array,)))
+        return out
 
     def copies(self, conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
         """Whether to send the COPY form on ``conn``: a batch large enough, a connection not in

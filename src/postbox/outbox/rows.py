@@ -164,8 +164,9 @@ class RowFactory:
         _raise_if_problem(aggregate_type, event_type, "event_type", event_type, event_type_problem(event_type))
         trace = ambient if traceparent is None else resolve_traceparent(traceparent)
         head, write, encode, schema_version = self._batch_encoding(aggregate_type, event_type, version)
+        columns = (copy_field(aggregate_type), copy_field(event_type), copy_field(trace))
         return BatchKind(
-            prefix=_FIELD_COUNT + copy_field(aggregate_type) + copy_field(event_type) + copy_field(trace) + ID_LENGTH,
+            prefix=_FIELD_COUNT + b"".join(columns) + ID_LENGTH, columns=columns,
             head=head, write=write, encode=encode,
             key=lambda aggregate_id: _key(aggregate_type, aggregate_id, event_type),
             limit=MAX_PAYLOAD_BYTES, too_large=lambda size: _too_large(aggregate_type, event_type, size),

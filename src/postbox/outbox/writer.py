@@ -92,7 +92,7 @@ class Outbox(OutboxCore[Connection]):
         with shared.lock, self.sending(conn):
             shared.refuse_outsider()  # decides, under the lock
             if not plan.copies(conn):
-                self._send_unlocked(conn, plan.statements)
+                self._send_unlocked(conn, plan.statements_on(conn))
                 return
             cur = emit_cursor(conn)
             with cur.copy(plan.copy_sql) as copy:
