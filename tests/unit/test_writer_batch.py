@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from postbox.codec import AvroCodec
 from postbox.errors import PayloadError, PostboxError, TraceContextError, UnknownEventError
 from postbox.outbox import NewEvent, Outbox, trace_context
+import postbox.outbox.batch as batch_module
 from postbox.outbox.batch import COPY_HEADER, COPY_TRAILER, EncodedBatch
 from postbox.outbox.rows import RowFactory
 from postbox.outbox.table_statements import copy_statement
@@ -185,10 +186,24 @@ def same_rows(factory: RowFactory, events: list[NewEvent]) -> None:
     assert ids == sorted(ids) and len(set(ids)) == len(ids) and all(u.version == 7 for u in ids)
     for max_rows in (1, 7, len(events)):  # the INSERT form's arrays, in chunks: the same rows
         assert array_rows(batch, max_rows) == [r.params for r in inserted]
+    # The COPY path makes the events piece by piece while it sends (pieces of 512 bytes here):
+    # the same stream, the same events.
+    sent = factory.encode_batch(events)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(batch_module, "COPY_PIECE", 512)
+        assert b"".join(bytes(piece) for piece in sent.copy_pieces()) == bytes(sent.data)
+    assert [replace(e, id=s.event.id) for e, s in zip(sent.events(), singles)] == [s.event for s in singles]
+    assert [e.id for e in sent.events()] == [r["id"] for r in copy_rows(sent)]
+
+
+#: Batches as runs: each drawn event repeated 1 to 30 times (runs of one kind, which the batch
+#: encodes and returns as runs), at most 200 events.
+avro_batches = st.lists(st.tuples(avro_events(), st.integers(1, 30)), min_size=1, max_size=12).map(
+    lambda runs: [event for event, n in runs for _ in range(n)][:200])
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(events=st.lists(avro_events(), min_size=1, max_size=80))
+@given(events=avro_batches)
 def test_a_batch_writes_what_one_emit_per_event_writes(events: list[NewEvent]) -> None:
     same_rows(AVRO, events)
     with trace_context(TP[:-1] + "1"):  # the ambient trace context is read once, for every event without its own

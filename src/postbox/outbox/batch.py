@@ -17,6 +17,8 @@ so one set of checks decides both forms.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import struct
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -25,7 +27,7 @@ from typing import Any, NamedTuple
 from postbox.codec.compiled_writer import Write
 from postbox.errors import PostboxError
 from postbox.outbox.deliverable import MAX_KEY_BYTES
-from postbox.outbox.records import EmittedEvent, NewEvent, PreparedRow, emitted_event
+from postbox.outbox.records import EmittedEvent, NewEvent, PreparedRow, emitted_events
 from postbox.outbox.uuid7 import uuid7_block, uuids_from_block
 
 #: The binary COPY header (signature, flags, no extension) and trailer (PostgreSQL's COPY docs).
@@ -99,16 +101,26 @@ class EncodedBatch:
     between the pieces it sends (:meth:`copy_pieces`), while the server is busy with the rows.
     """
 
-    __slots__ = ("data", "ids", "kinds", "keys", "ascii", "_made")
+    __slots__ = ("data", "ids", "runs", "keys", "ascii", "_made", "_kinds")
 
-    def __init__(self, data: bytearray, ids: bytes, kinds: list[BatchKind], keys: list[str], ascii: bool) -> None:
+    def __init__(self, data: bytearray, ids: bytes, runs: list[tuple[int, BatchKind]], keys: list[str], ascii: bool) -> None:
         self.data = data
         #: The events' ids, 16 bytes each (:func:`~postbox.outbox.uuid7.uuid7_block`).
         self.ids = ids
-        self.kinds = kinds
+        #: (first event, kind) of each run of events of one kind, in order.
+        self.runs = runs
+        #: Each event's key (the Kafka key, as checked).
         self.keys = keys
         self.ascii = ascii
         self._made: list[EmittedEvent] = []
+        self._kinds: list[BatchKind] | None = None
+
+    @property
+    def kinds(self) -> list[BatchKind]:
+        """Each event's kind (the runs, spelt out)."""
+        if self._kinds is None:
+            self._kinds = list(itertools.chain.from_iterable(itertools.repeat(kind, n) for kind, n in self._runs_between(0, len(self.keys))))
+        return self._kinds
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -186,14 +198,34 @@ class EncodedBatch:
                 start = row
 
     def _make(self, stop: int) -> None:
-        """Make the returned events up to ``stop``."""
+        """Make the returned events up to ``stop``, a column at a time (:func:`emitted_events`):
+        what a kind shares repeated over its run, the ids and keys as they are."""
         made = self._made
         start = len(made)
         if stop <= start:
             return
-        for event_id, kind, key in zip(uuids_from_block(self.ids, start, stop), self.kinds[start:stop], self.keys[start:stop]):
-            aggregate_type, event_type, version, trace = kind.fields
-            made.append(emitted_event(event_id, aggregate_type, key, event_type, version, trace))
+        runs = list(self._runs_between(start, stop))
+        made += emitted_events(uuids_from_block(self.ids, start, stop), _spread(runs, 0), self.keys[start:stop],
+                               _spread(runs, 1), _spread(runs, 2), _spread(runs, 3))
+
+    def _runs_between(self, start: int, stop: int) -> Iterator[tuple[BatchKind, int]]:
+        """(kind, how many) of each run's part between events ``start`` and ``stop``."""
+        runs = self.runs
+        at = max(0, bisect.bisect_right(runs, start, key=_first) - 1)  # the run event ``start`` is in
+        while at < len(runs) and runs[at][0] < stop:
+            first, kind = runs[at]
+            end = runs[at + 1][0] if at + 1 < len(runs) else len(self.keys)
+            yield kind, min(end, stop) - max(first, start)
+            at += 1
+
+
+def _first(run: tuple[int, BatchKind]) -> int:
+    return run[0]
+
+
+def _spread(runs: list[tuple[BatchKind, int]], field: int) -> Iterator[Any]:
+    """Field ``field`` of each run's kind's :attr:`BatchKind.fields`, once per event of the run."""
+    return itertools.chain.from_iterable(itertools.repeat(kind.fields[field], n) for kind, n in runs)
 
 
 def encode_batch(events: Sequence[NewEvent], kind_for: KindFor) -> EncodedBatch:
@@ -207,7 +239,7 @@ def encode_batch(events: Sequence[NewEvent], kind_for: KindFor) -> EncodedBatch:
     n = len(events)
     ids = uuid7_block(n)
     out = bytearray(COPY_HEADER)
-    kinds: list[BatchKind] = []
+    runs: list[tuple[int, BatchKind]] = []
     keys: list[str] = []
     known: dict[Any, BatchKind] = {}
     all_ascii = True
@@ -221,6 +253,7 @@ def encode_batch(events: Sequence[NewEvent], kind_for: KindFor) -> EncodedBatch:
                 kind, last_type, last_event = _kind_of(event, known, kind_for)
                 prefix, head, write, limit = kind.prefix, kind.head, kind.write, kind.limit
                 all_ascii = all_ascii and kind.ascii
+                runs.append((len(keys), kind))
             key = event.aggregate_id
             # The key at a glance (deliverable.plain_key, inline); any other key takes every rule.
             if type(key) is not str or not (0 < len(key) <= MAX_KEY_BYTES and key.isascii() and "\x00" not in key):
@@ -247,13 +280,12 @@ def encode_batch(events: Sequence[NewEvent], kind_for: KindFor) -> EncodedBatch:
             if size > limit:
                 raise kind.too_large(size)
             _pack_length_into(out, mark, size)
-            kinds.append(kind)
             keys.append(key)
     except (PostboxError, TypeError) as exc:
-        _in_batch(exc, len(kinds), n)  # the events before it each appended their kind
+        _in_batch(exc, len(keys), n)  # the events before it each appended their key
         raise
     out += COPY_TRAILER
-    return EncodedBatch(out, ids, kinds, keys, all_ascii)
+    return EncodedBatch(out, ids, runs, keys, all_ascii)
 
 
 #: No event's name is this object: the kind of the event before the first is nothing.

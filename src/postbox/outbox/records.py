@@ -7,7 +7,10 @@ definition; :mod:`postbox.outbox.rows` re-exports them where callers have always
 
 from __future__ import annotations
 
+import collections
+import itertools
 import uuid
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypedDict
 
@@ -89,6 +92,18 @@ def emitted_event(event_id: uuid.UUID, aggregate_type: str, aggregate_id: str, e
     return event
 
 
+def emitted_events(ids: Sequence[uuid.UUID], aggregate_types: Iterable[str], aggregate_ids: Iterable[str],
+                   event_types: Iterable[str], schema_versions: Iterable[int | None],
+                   traceparents: Iterable[str | None]) -> list[EmittedEvent]:
+    """:func:`emitted_event` of each row of these columns (``len(ids)`` rows), made a slot at a
+    time for all of them: ``map`` over each slot's descriptor, no Python call per event."""
+    events = list(map(_new, itertools.repeat(EmittedEvent, len(ids))))
+    for setter, column in ((_SET_ID, ids), (_SET_AGGREGATE_TYPE, aggregate_types), (_SET_AGGREGATE_ID, aggregate_ids),
+                           (_SET_EVENT_TYPE, event_types), (_SET_VERSION, schema_versions), (_SET_TRACE, traceparents)):
+        collections.deque(map(setter, events, column), 0)
+    return events
+
+
 class PreparedRow(NamedTuple):
     """An event ready to send: what the caller gets back, and the INSERT's parameters (a tuple:
     made on every emit, and cheaper than a frozen dataclass)."""
@@ -97,4 +112,4 @@ class PreparedRow(NamedTuple):
     params: tuple[Any, ...]
 
 
-__all__ = ["AggregateId", "EmitOptions", "EmittedEvent", "NewEvent", "PreparedRow", "emitted_event"]
+__all__ = ["AggregateId", "EmitOptions", "EmittedEvent", "NewEvent", "PreparedRow", "emitted_event", "emitted_events"]
