@@ -243,9 +243,12 @@ class _Generator:
         n = self._fresh("n")
         return [f"{pad}if type({var}) is datetime:", f"{pad}    if {var}.tzinfo is None:", f"{pad}        return False",
                 f"{pad}    {n} = ({var} - _EPOCH) // {unit}",
-                # write_long inline, 14 bits a turn (a datetime's units are always within a long's range)
-                f"{pad}    {n} = ({n} << 1) ^ ({n} >> 63)", f"{pad}    while {n} > 0x3FFF:",
-                f"{pad}        out += _MORE[{n} & 0x3FFF]", f"{pad}        {n} >>= 14", f"{pad}    out += _LAST[{n}]",
+                # write_long inline, 14 bits a lookup (a datetime's units are always within a long's
+                # range); three lookups for milliseconds since 1970 up to the year 2248
+                f"{pad}    {n} = ({n} << 1) ^ ({n} >> 63)", f"{pad}    if 0x0FFFFFFF < {n} <= 0x3FFFFFFFFFF:",
+                f"{pad}        out += _MORE[{n} & 0x3FFF]", f"{pad}        out += _MORE[({n} >> 14) & 0x3FFF]",
+                f"{pad}        out += _LAST[{n} >> 28]", f"{pad}    else:", f"{pad}        while {n} > 0x3FFF:",
+                f"{pad}            out += _MORE[{n} & 0x3FFF]", f"{pad}            {n} >>= 14", f"{pad}        out += _LAST[{n}]",
                 f"{pad}else:", *self._primitive(_PRIMITIVES["long"], var, pad + "    ")]
 
 
