@@ -53,6 +53,7 @@ missing_debian_packages() {
   have_java || missing+=(default-jre-headless)
   command -v redis-server >/dev/null || missing+=(redis-server)
   command -v redis-cli >/dev/null || missing+=(redis-tools)
+  command -v redis-sentinel >/dev/null || missing+=(redis-sentinel)  # the Redis failover scenarios
   command -v mvn >/dev/null || missing+=(maven)
   echo "${missing[@]:-}"
 }
@@ -61,6 +62,7 @@ stop_system_services() {
   # Debian starts a system Redis and PostgreSQL on the default ports; the local stack runs its own.
   local sudo=$1 cluster
   $sudo systemctl disable --now redis-server >/dev/null 2>&1 || $sudo service redis-server stop >/dev/null 2>&1 || true
+  $sudo systemctl disable --now redis-sentinel >/dev/null 2>&1 || $sudo service redis-sentinel stop >/dev/null 2>&1 || true
   command -v pg_lsclusters >/dev/null || return 0
   for cluster in $(pg_lsclusters -h 2>/dev/null | awk '{ print $1 "/" $2 }'); do
     $sudo pg_ctlcluster --force "${cluster%%/*}" "${cluster#*/}" stop >/dev/null 2>&1 || true

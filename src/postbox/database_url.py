@@ -3,14 +3,15 @@ app's): one function, so a password with ``@``, ``:``, ``/``, ``%`` or spaces is
 everywhere, and a URL derived from the user's keeps its TLS options (``sslmode=verify-full``,
 ``sslrootcert=...``).
 
-URLs the user gives (``POSTBOX_DATABASE_URL``) pass to libpq unchanged: ``?sslmode=verify-full
-&sslrootcert=/etc/postbox/pg-ca.pem`` works as it does with psql.
+Connection strings the user gives (``POSTBOX_DATABASE_URL``) pass to libpq unchanged, in any form
+it reads (postbox.conninfo): ``?sslmode=verify-full&sslrootcert=/etc/postbox/pg-ca.pem`` works as
+it does with psql.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit
+from urllib.parse import quote, urlencode
 
 
 def database_url(
@@ -36,12 +37,12 @@ def database_url(
 
 
 def same_server_as(url: str, *, user: str, password: str | None) -> str:
-    """A URL for another role on the server, database and TLS options of ``url``."""
-    parts = urlsplit(url)
-    params = dict(parse_qsl(parts.query, keep_blank_values=True))
-    from urllib.parse import unquote
+    """A connection string for another role on the server, database and TLS options of ``url``,
+    which may be in any form libpq reads (URL, socket URL, service, key=value). The result is a
+    key=value string (libpq's quoting carries any password); ``password=None`` keeps none."""
+    from psycopg.conninfo import make_conninfo
 
-    return database_url(
-        user=user, password=password, host=parts.hostname or params.pop("host", "127.0.0.1"),
-        port=parts.port or params.pop("port", None), dbname=unquote(parts.path.lstrip("/")) or "postbox", params=params,
-    )  # fmt: skip
+    from postbox.conninfo import parse
+
+    params = {k: v for k, v in parse(url).items() if k != "password"}
+    return make_conninfo("", **{**params, "user": user, **({"password": password} if password is not None else {})})

@@ -61,7 +61,9 @@ def init_database(
 ) -> list[str]:
     """Create or update the outbox roles, table, partitions, publication and grants.
 
-    ``admin_url`` must connect as a superuser, or as the database owner with CREATEROLE.
+    ``admin_url`` must connect as a superuser, or as a role with CREATEROLE (and REPLICATION, or
+    RDS's rds_replication, to create postbox_cdc) that may create in the database: the shape
+    managed PostgreSQL gives. What such a role lacks is named with its fix (postbox.db_admin).
     A password of None leaves that role's password as it is. Returns one line per change.
     ``pipeline`` names the outbox schema and publication (default ``POSTBOX_PIPELINE``, else the
     default pipeline's ``postbox``); the roles are the cluster's, shared by its pipelines.
@@ -72,41 +74,62 @@ def init_database(
     try:
         conn = psycopg.connect(admin_url, connect_timeout=10)
     except psycopg.OperationalError as exc:
+        from postbox.conninfo import no_database_hint
+
+        hint = no_database_hint(admin_url) if "does not exist" in str(exc) else None
         raise DatabaseInitError(f"cannot connect with the admin URL: {str(exc).strip()}",
-                                fix="pass --admin-url for a superuser or the database owner") from exc
+                                fix=hint or "pass --admin-url for a superuser or the database owner") from exc
     lines: list[str] = []
+    passwords = {"postbox_app": app_password, "postbox_cdc": cdc_password, "postbox_maint": maint_password}
     with conn:
         before = _snapshot(conn, names)
-        current = None
+        step = None
         try:
             with conn.transaction():
                 conn.execute("SELECT set_config('postbox.retention', %s, true)", (policy.value,))
                 for current in files:
+                    step = f" in {current.name}"
                     conn.execute(names.sql(current.read_text(encoding="utf-8")).encode("utf-8"))
-                current = None
-                for role, password in (("postbox_app", app_password), ("postbox_cdc", cdc_password),
-                                       ("postbox_maint", maint_password)):
+                for role, password in passwords.items():
+                    step = f" setting the password of role {role}"
                     if password and not _password_matches(conn, role, password):
                         verifier = conn.pgconn.encrypt_password(password.encode(), role.encode(), b"scram-sha-256")
                         conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(
                             sql.Identifier(role), sql.Literal(verifier.decode())))
                         lines.append(f"set the password of role {role}")
+                step = " creating partitions"
                 conn.execute("SET LOCAL ROLE postbox_owner")
                 created = conn.execute(
                     names.sql("SELECT {schema}.outbox_ensure_partitions(%s, %s)"), (partition_width, partitions_ahead)
                 ).fetchall()
         except psycopg.Error as exc:
-            where = f" in {current.name}" if current is not None else ""
-            diag = exc.diag
-            detail = f" ({diag.message_detail})" if diag.message_detail else ""
-            raise DatabaseInitError(
-                f"applying the outbox SQL failed{where}: {diag.message_primary or exc}{detail}",
-                fix=diag.message_hint or _init_fix(exc),
-            ) from exc
+            raise _init_failed(conn, exc, step or "", {r: PASSWORD_ENV[r] for r, p in passwords.items() if p}, names) from exc
         after = _snapshot(conn, names)
     lines[:0] = _diff(before, after, policy, names)
     lines += [r[0] for r in created]
     return lines or ["nothing to change: the outbox is set up"]
+
+
+def _init_failed(conn: psycopg.Connection[Any], exc: psycopg.Error, where: str, passwords: dict[str, str],
+                 names: Pipeline) -> DatabaseInitError:
+    """The error of a failed init (nothing was changed: one transaction). A refused privilege is
+    explained by what the admin role lacks and the statement that adds it (postbox.db_admin)."""
+    diag = exc.diag
+    detail = f" ({diag.message_detail})" if diag.message_detail else ""
+    message = f"applying the outbox SQL failed{where}: {diag.message_primary or exc}{detail}"
+    if isinstance(exc, psycopg.errors.InsufficientPrivilege):
+        from postbox.db_admin import missing_grants, read_facts
+
+        try:
+            missing = missing_grants(read_facts(conn, names.schema, names.publication), passwords)
+        except psycopg.Error:
+            missing = []
+        if missing:
+            marks = [f"{i}) " if len(missing) > 1 else "" for i in range(1, len(missing) + 1)]
+            return DatabaseInitError(f"{message}. " + "; ".join(k + m.what for k, m in zip(marks, missing)),
+                                     fix="; ".join(k + m.fix for k, m in zip(marks, missing))
+                                     + "; then run postbox db init again (it changed nothing)")
+    return DatabaseInitError(message, fix=diag.message_hint or _init_fix(exc))
 
 
 def _init_fix(exc: psycopg.Error) -> str:

@@ -7,7 +7,13 @@ One URL says everything, so a command line or an environment variable can carry 
   against that CA (redis-py's own query arguments: ``ssl_cert_reqs``, ``ssl_certfile``,
   ``ssl_keyfile``, ``ssl_check_hostname``...);
 - ``redis+cluster://user:password@host1:7000,host2:7001`` (or ``rediss+cluster://``) — a Redis
-  Cluster, found from any of the startup nodes; every key is routed to its slot's node.
+  Cluster, found from any of the startup nodes; every key is routed to its slot's node;
+- ``redis+sentinel://user:password@s1:26379,s2:26379/<service>[/<db>]`` (or ``rediss+sentinel://``)
+  — the primary of a Sentinel-watched service. The user and password are the primary's;
+  ``?sentinel_username=&sentinel_password=`` the Sentinels' own. Every connection asks the
+  Sentinels for the primary's address when it (re)connects (redis-py's ``Sentinel.master_for``),
+  and one that reaches a demoted primary (READONLY) is dropped, so a client follows a promotion
+  without a restart.
 
 Two mistakes get a configuration error instead of a retry loop or a misleading engine error:
 a refused login or TLS handshake (:func:`login_error`), and a Cluster node named by a plain
@@ -27,7 +33,10 @@ if TYPE_CHECKING:
     import redis
 
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
-SCHEMES = ("redis", "rediss", "unix", *CLUSTER_SCHEMES)
+SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
+SCHEMES = ("redis", "rediss", "unix", *CLUSTER_SCHEMES, *SENTINEL_SCHEMES)
+#: Query arguments of a Sentinel URL that are the Sentinels' credentials, not the primary's.
+SENTINEL_OPTIONS = ("sentinel_username", "sentinel_password")
 
 
 @dataclass(frozen=True)
@@ -39,8 +48,25 @@ class ClusterURL:
     single_node_url: str
 
 
+@dataclass(frozen=True)
+class SentinelURL:
+    """A ``redis+sentinel://`` URL taken apart: the Sentinels, the service, and the primary's options."""
+
+    sentinels: tuple[tuple[str, int], ...]
+    service: str
+    #: ``redis[s]://userinfo@<first sentinel>/<db>?<query>`` (Sentinel options left out): what
+    #: redis-py parses for the primary's connection options.
+    single_node_url: str
+    #: The Sentinels' own credentials (``username``, ``password``) from ``sentinel_*`` arguments.
+    sentinel_options: dict[str, str]
+
+
 def is_cluster_url(url: str) -> bool:
     return url.split("://", 1)[0].lower() in CLUSTER_SCHEMES
+
+
+def is_sentinel_url(url: str) -> bool:
+    return url.split("://", 1)[0].lower() in SENTINEL_SCHEMES
 
 
 def parse_cluster_url(url: str) -> ClusterURL:
@@ -48,14 +74,43 @@ def parse_cluster_url(url: str) -> ClusterURL:
     scheme, _, rest = url.partition("://")
     netloc, sep, tail = _split_netloc(rest)
     userinfo, at, hosts = netloc.rpartition("@")
+    nodes = _host_ports(hosts, "the startup nodes")
+    single = f"{scheme.lower().split('+')[0]}://{userinfo}{at}{nodes[0][0]}:{nodes[0][1]}{sep}{tail}"
+    return ClusterURL(tuple(nodes), single)
+
+
+def parse_sentinel_url(url: str) -> SentinelURL:
+    """The Sentinels, service and database of a Sentinel URL; ValueError says what is wrong."""
+    from urllib.parse import parse_qsl, urlencode
+
+    scheme, _, rest = url.partition("://")
+    netloc, sep, tail = _split_netloc(rest)
+    userinfo, at, hosts = netloc.rpartition("@")
+    sentinels = _host_ports(hosts, "the Sentinels")
+    path, query = "", tail  # after "?" (or nothing)
+    if sep == "/":
+        path, _, query = tail.partition("?")
+    service, _, db = path.partition("/")
+    if not service:
+        raise ValueError("the URL names no service: end it with /<service name> (Sentinel's 'sentinel monitor <name> ...')")
+    if db and not db.isdigit():
+        raise ValueError(f"the database {db!r} is not a number (/<service>/<db>)")
+    pairs = parse_qsl(query, keep_blank_values=True)
+    options = {k.removeprefix("sentinel_"): v for k, v in pairs if k in SENTINEL_OPTIONS}
+    rest_query = urlencode([(k, v) for k, v in pairs if k not in SENTINEL_OPTIONS], safe="/")
+    first = sentinels[0]
+    single = f"{scheme.lower().split('+')[0]}://{userinfo}{at}{first[0]}:{first[1]}/{db or 0}" + (f"?{rest_query}" if rest_query else "")
+    return SentinelURL(tuple(sentinels), service, single, options)
+
+
+def _host_ports(hosts: str, what: str) -> list[tuple[str, int]]:
     nodes = []
     for item in hosts.split(","):
         host, colon, port = item.strip().rpartition(":")
         if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(f"{item.strip()!r} is not host:port (list the startup nodes as host:port,host:port)")
+            raise ValueError(f"{item.strip()!r} is not host:port (list {what} as host:port,host:port)")
         nodes.append((host.strip("[]"), int(port)))
-    single = f"{scheme.lower().split('+')[0]}://{userinfo}{at}{nodes[0][0]}:{nodes[0][1]}{sep}{tail}"
-    return ClusterURL(tuple(nodes), single)
+    return nodes
 
 
 def _split_netloc(rest: str) -> tuple[str, str, str]:
@@ -73,6 +128,9 @@ def check_url(url: str) -> None:
     if scheme in CLUSTER_SCHEMES:
         parse_cluster_url(url)
         return
+    if scheme in SENTINEL_SCHEMES:
+        parse_sentinel_url(url)
+        return
     parts = urlsplit(url)
     if scheme != "unix" and not parts.hostname:
         raise ValueError("the URL names no host")
@@ -89,6 +147,8 @@ def connect(url: str, **options: Any) -> "redis.Redis | redis.RedisCluster":
     import redis
     from redis.cluster import ClusterNode
 
+    if is_sentinel_url(url):
+        return _sentinel_primary(url, options)
     if not is_cluster_url(url):
         return redis.Redis.from_url(url, **options)
     parsed = parse_cluster_url(url)
@@ -99,6 +159,30 @@ def connect(url: str, **options: Any) -> "redis.Redis | redis.RedisCluster":
         kwargs["ssl"] = True
     nodes = [ClusterNode(host, port) for host, port in parsed.nodes]  # type: ignore[no-untyped-call]
     return redis.RedisCluster(startup_nodes=nodes, **{**kwargs, **options})
+
+
+def _sentinel_primary(url: str, options: dict[str, Any]) -> "redis.Redis":
+    """A client of the service's primary: its pool asks the Sentinels on every (re)connect.
+    The Sentinels get the socket options and TLS of the primary, and their own credentials."""
+    import redis
+    from redis.sentinel import Sentinel
+
+    parsed = parse_sentinel_url(url)
+    kwargs = redis.connection.parse_url(parsed.single_node_url)  # type: ignore[no-untyped-call]
+    for name in ("host", "port", "connection_class"):
+        kwargs.pop(name, None)
+    kwargs.update(options)
+    tls = parsed.single_node_url.startswith("rediss://")
+    if tls:
+        kwargs["ssl"] = True
+    sentinel_kwargs = {k: v for k, v in kwargs.items() if k.startswith(("socket_", "ssl"))}
+    sentinel_kwargs.update(parsed.sentinel_options)
+    if tls:
+        sentinel_kwargs["connection_class"] = redis.SSLConnection
+        sentinel_kwargs.pop("ssl", None)
+    manager = Sentinel(list(parsed.sentinels), sentinel_kwargs=sentinel_kwargs)  # type: ignore[no-untyped-call]
+    primary: redis.Redis = manager.master_for(parsed.service, **kwargs)  # type: ignore[no-untyped-call]
+    return primary
 
 
 def login_error(exc: BaseException, url: str | None = None) -> ConfigError | None:

@@ -46,17 +46,24 @@ ENV_NAMES = {
 }
 
 
-#: Parameters that carry a password: redis-py's and libpq's ``password``, libpq's ``sslpassword``.
-_SECRET_PARAMS = ("password", "sslpassword")
+#: Parameters that carry a password: redis-py's and libpq's ``password``, libpq's ``sslpassword``,
+#: a Sentinel URL's ``sentinel_password`` (postbox.redis_client).
+_SECRET_PARAMS = ("password", "sslpassword", "sentinel_password")
 _QUERY_SECRET = re.compile(r"(^|&)(" + "|".join(_SECRET_PARAMS) + r")=[^&#]*")
 #: A key=value DSN's value: a quoted one (backslash escapes) or a word.
 _DSN_SECRET = re.compile(r"(\b(?:" + "|".join(_SECRET_PARAMS) + r")\s*=\s*)(?:'(?:[^'\\]|\\.)*'|\S+)")
 
 
 def redact_url(url: str) -> str:
-    """The URL (or a libpq key=value DSN) with every password replaced by ***, for anything
+    """The URL (or any libpq connection string) with every password replaced by ***, for anything
     printed or logged: the URL's own (``user:PASSWORD@``) and the parameters that carry one
-    (``?password=``, ``?sslpassword=``; ``password=`` in a DSN), which redis-py and libpq accept."""
+    (``?password=``, ``?sslpassword=``; ``password=`` in a key=value string), which redis-py and
+    libpq accept. A PostgreSQL string is read by libpq's own parser (postbox.conninfo)."""
+    from postbox.conninfo import redact
+
+    shown = redact(url)
+    if shown is not None:
+        return shown
     if "://" not in url:
         return _DSN_SECRET.sub(r"\1***", url)
     parts = urlsplit(url)
@@ -143,7 +150,7 @@ class Settings:
 
     def validate(self) -> None:
         """Raise ConfigError naming the variable whose value cannot be used."""
-        _check_url("database_url", self.database_url, ("postgresql", "postgres"))
+        _check_database_url(self.database_url)
         _check_redis_url(self.redis_url)
         _check_url("connect_url", self.connect_url, ("http", "https"))
         _check_bootstrap(self.kafka_bootstrap)
@@ -174,10 +181,22 @@ def _check_url(name: str, value: str, schemes: tuple[str, ...]) -> None:
         raise ConfigError(f"{var}={shown!r}: the port is not a number from 1 to 65535") from None
 
 
+def _check_database_url(value: str) -> None:
+    """Any connection string libpq reads (URL, socket URL, service, key=value), nothing else."""
+    from postbox.conninfo import FORMS, ConninfoError, parse
+
+    var = ENV_NAMES["database_url"]
+    try:
+        parse(value)
+    except ConninfoError as exc:
+        raise ConfigError(f"{var}={_without_password(value)!r}: {exc}",
+                          fix=f"set {var} to a connection string psql takes: {FORMS}") from None
+
+
 #: ``scheme://user:<password>@`` (up to the last ``@``: an unencoded ``@`` in a password is masked
 #: too) and libpq's ``password=...`` (a key=value string given where a URL belongs).
 _URL_PASSWORD = re.compile(r"^([a-z][a-z0-9+.-]*://[^:/@]*):.*@", re.IGNORECASE)
-_KV_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
+_KV_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'?|.*?(?=\s+\w+\s*=|$))", re.IGNORECASE | re.DOTALL)
 
 
 def _without_password(value: str) -> str:
@@ -186,7 +205,8 @@ def _without_password(value: str) -> str:
 
 
 def _check_redis_url(value: str) -> None:
-    """One server (redis://, rediss://, unix://) or a cluster (redis+cluster://h:p,h:p)."""
+    """One server (redis://, rediss://, unix://), a cluster (redis+cluster://h:p,h:p) or a
+    Sentinel-watched primary (redis+sentinel://h:p,h:p/service)."""
     from postbox.redis_client import check_url
 
     var = ENV_NAMES["redis_url"]
@@ -196,7 +216,7 @@ def _check_redis_url(value: str) -> None:
         raise ConfigError(
             f"{var}={_without_password(value)!r}: {exc}",
             fix=f"set {var} to e.g. {DEFAULT_REDIS_URL}, rediss://user:password@host:6380/0?ssl_ca_certs=/path/ca.pem "
-            "or redis+cluster://user:password@host1:7000,host2:7001",
+            "or redis+cluster://user:password@host1:7000,host2:7001 or redis+sentinel://user:password@s1:26379,s2:26379/<service>",
         ) from None
 
 

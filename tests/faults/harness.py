@@ -487,7 +487,7 @@ class FaultRun:
     def __init__(self, scenario: str, tmp: Path, *, rate: float = 150, per_tx: int = 3, aggregates: int = 12,
                  members: int = 1, partitions: int = 1, batch_size: int = 50, sleep_ms: int = 2, limit: int | None = None,
                  consumer_env: dict[str, str] | None = None, session_timeout_ms: int | None = 6000,
-                 log: Callable[[str], None] = print) -> None:
+                 log: Callable[[str], None] = print, redis_client: redis.Redis | None = None, restore_stack: bool = True) -> None:
         self.scenario = scenario
         self.log = log
         self.settings = Settings.load()
@@ -521,7 +521,10 @@ class FaultRun:
         self.consumers = ConsumerGroup(env, tmp, members)
         from postbox.stack.stack import admin_redis_url
 
-        self.redis = redis.Redis.from_url(admin_redis_url(), socket_timeout=5, socket_connect_timeout=2)
+        #: Where the verdict reads the applied events: the stack's Redis, or the scenario's own
+        #: (``redis_client``: a private topology, whose scenario kills nothing of the stack).
+        self.redis = redis_client or redis.Redis.from_url(admin_redis_url(), socket_timeout=5, socket_connect_timeout=2)
+        self.restore_stack = restore_stack
         self.kills: list[Kill] = []
         self.started = time.monotonic()
         self.evidence: list[str] = []
@@ -552,7 +555,8 @@ class FaultRun:
         self.consumers.close()
         if self._watermarks is not None:
             self._watermarks.close()
-        self.ensure_stack()
+        if self.restore_stack:
+            self.ensure_stack()
         self.cleanup_keys()
         self.redis.close()
 
@@ -597,6 +601,17 @@ class FaultRun:
             self._watermarks = Consumer({"bootstrap.servers": self.settings.kafka_bootstrap, "group.id": f"faults-marks-{uuid.uuid4().hex}"})
         return {p: self._watermarks.get_watermark_offsets(TopicPartition(self.topic, p), timeout=10, cached=False)[1]
                 for p in range(self.partitions)}
+
+    def committed_offsets(self) -> dict[int, int]:
+        """The group's committed offset of each partition (-1001: none yet)."""
+        from tests.support.consumers import committed
+
+        return committed(self.settings.kafka_bootstrap, self.group, self.topic, self.partitions)
+
+    def consumed_all(self) -> bool:
+        """The group committed every record the topic holds now (and every committed event is in it)."""
+        ends = self.topic_ends()
+        return sum(ends.values()) >= self.emitter.count() and all(self.committed_offsets().get(p, -1) >= e for p, e in ends.items())
 
     def wait(self, predicate: Callable[[], bool], timeout: float, what: str, interval: float = 0.05,
              deadline: Callable[[], float] | None = None) -> float:
@@ -876,7 +891,9 @@ class FaultRun:
                 "redis": self.kill_redis, "postgres": self.stop_postgres}[component]()
 
     # verdict -------------------------------------------------------------------------------------------------
-    def verdict(self, drain_timeout: float = 180) -> Verdict:
+    def verdict(self, drain_timeout: float = 180, *, until_consumed: bool = False) -> Verdict:
+        """Drain, then list every violation. ``until_consumed``: the drain ends once the group has
+        committed every record of the topic (a run expected to lose events cannot wait for them)."""
         self.emitter.stop()
         committed = list(self.emitter.committed)
         by_id = {c.id: c for c in committed}
@@ -887,8 +904,11 @@ class FaultRun:
         def unapplied_marked() -> set[str]:
             return {i for i in marked if not self._is_applied(by_id[i].aggregate_id, i)}
 
-        self._wait_applied(lambda count: count >= len(committed) - len(unapplied_marked()), drain_timeout,
-                           f"all {len(committed)} committed events applied or dead-lettered", skip=marked, interval=0.2)
+        if until_consumed:
+            self.wait(self.consumed_all, drain_timeout, "the group's offsets committed to the end of the topic", interval=0.5)
+        else:
+            self._wait_applied(lambda count: count >= len(committed) - len(unapplied_marked()), drain_timeout,
+                               f"all {len(committed)} committed events applied or dead-lettered", skip=marked, interval=0.2)
         time.sleep(1.5)  # late redeliveries would show now
         violations: list[str] = list(self.violations)
         violations += [f"clean stop: {problem}" for problem in self.consumers.stop()]

@@ -159,3 +159,11 @@ def test_a_tree_without_git_metadata_has_a_valid_version(tmp_path):
     assert Version(_version_of(repo)) == Version(f"{_next_minor(_released())}.dev0+unknown")
     (repo / "PKG-INFO").write_text("Metadata-Version: 2.4\nName: postbox-cdc\nVersion: 0.2.0.dev7+gabc\n")
     assert _version_of(repo) == "0.2.0.dev7+gabc"
+
+
+def test_the_wheel_carries_the_grant_sql_for_people_who_apply_their_own_migrations(two_wheels):
+    import zipfile
+
+    names = zipfile.ZipFile(two_wheels[1]).namelist()
+    assert "postbox/sql/roles/grant_writer.sql" in names
+    assert "postbox/sql/030_grants.sql" in names

@@ -113,3 +113,19 @@ def test_legacy_marker_transition_is_on_by_default_and_reaches_the_engine():
     assert ConsumerRuntime(make_app(), config, install_signals=False).engine.legacy_markers is False  # no connection made
     with pytest.raises(ConfigError, match="POSTBOX_LEGACY_MARKERS"):
         load({"POSTBOX_LEGACY_MARKERS": "sometimes"}, app=make_app())
+
+
+def test_redis_replicas_follow_the_topology_by_default_and_reach_the_engine():
+    """POSTBOX_REDIS_REPLICAS / --redis-replicas: ``auto`` (default) or a number, handed to the
+    runtime's engine; anything else names the variable and what it takes."""
+    from postbox.consumer.runtime import ConsumerRuntime
+
+    assert load(app=make_app()).redis_replicas == "auto"
+    assert load({"POSTBOX_REDIS_REPLICAS": " 2 "}, app=make_app()).redis_replicas == 2
+    assert load({"POSTBOX_REDIS_REPLICAS": "2"}, app=make_app(), redis_replicas="AUTO").redis_replicas == "auto"
+    config = load({"POSTBOX_REDIS_REPLICAS": "0"}, app=make_app())
+    assert ConsumerRuntime(make_app(), config, install_signals=False).engine.replicas == 0  # no connection made
+    for bad in ("one", "-1", "99"):
+        with pytest.raises(ConfigError, match="POSTBOX_REDIS_REPLICAS") as info:
+            load({"POSTBOX_REDIS_REPLICAS": bad}, app=make_app())
+        assert "auto or a number of replicas" in str(info.value) and "--redis-replicas" in (info.value.fix or "")

@@ -12,7 +12,7 @@ from postbox.cli.output import Listing, OutputFormat, OutputOpt, console, err_co
 from postbox.errors import ConfigError
 from postbox.secret_env import env_value
 
-db_app = typer.Typer(help="The outbox in PostgreSQL: setup and retention.", no_args_is_help=True)
+db_app = typer.Typer(help="The outbox in PostgreSQL: setup, grants and retention.", no_args_is_help=True)
 
 ADMIN_ENV = "POSTBOX_ADMIN_DATABASE_URL"
 MAINT_ENV = "POSTBOX_MAINT_DATABASE_URL"
@@ -71,11 +71,38 @@ def init(
         partitions_ahead=_positive(ahead, "--ahead"),
         pipeline=pipeline_for(pipeline),
     )
+    _print_changes(lines, as_json)
+    return 0
+
+
+def _print_changes(lines: list[str], as_json: bool) -> None:
+    """What `db init` / `db grant` changed: one bullet per line, or ``{"changes": [...]}``."""
     if as_json:
         print_json({"changes": lines})
     else:
         for line in lines:
             console.print(f"• {line}", highlight=False)
+
+
+@db_app.command("grant")
+def grant(
+    role: str = typer.Option(..., "--role", help="the existing role your service logs in as"),
+    admin_url: Optional[str] = typer.Option(None, "--admin-url", help=f"superuser or postbox_owner member URL (env {ADMIN_ENV})"),
+    pipeline: Optional[str] = PipelineOpt,
+    as_json: bool = typer.Option(False, "--json", help="print what changed as JSON"),
+) -> int:
+    """Let an existing role insert outbox rows and nothing more (what postbox_app has; idempotent).
+
+    For services that log in with their own role. The SQL is postbox/sql/roles/grant_writer.sql,
+    for people who apply their own migrations (docs/writer.md).
+    """
+    from postbox.db_roles import grant_writer
+
+    url = admin_url or env_value(ADMIN_ENV)
+    if not url:
+        raise typer.BadParameter(f"no admin database URL: pass --admin-url or set {ADMIN_ENV}", param_hint="--admin-url")
+    lines = grant_writer(url, role, pipeline_for(pipeline))
+    _print_changes(lines, as_json)
     return 0
 
 

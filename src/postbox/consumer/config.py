@@ -22,7 +22,9 @@ from postbox import kafka_config
 from postbox.consumer import instance
 from postbox.consumer.logs import LOG_STDERR
 from postbox.consumer.retry_budget import RetryBudget
+from postbox.effects import replicas
 from postbox.effects.engine import DEFAULT_MARKER_TTL
+from postbox.effects.replicas import Replicas
 from postbox.errors import ConfigError
 from postbox.kafka_config import KafkaProperties
 from postbox.settings import Settings, redact_url
@@ -83,6 +85,10 @@ class ConsumerConfig:
     log_stderr: str = "auto"
     #: Refuse to commit offsets unless Redis acknowledges durably (AOF fsync / WAITAOF).
     require_durable: bool = True
+    #: Replicas each apply must reach before its offsets are committed (``WAIT``, or ``WAITAOF``
+    #: where the server has it): a number, or ``auto`` — one when the primary has a connected
+    #: replica, none without (:mod:`postbox.effects.replicas`; latency in docs/guarantees.md).
+    redis_replicas: Replicas = "auto"
     #: Also read dedupe markers of the layout before the marker identity change (upgrade
     #: transition, docs/effects.md); turn off one marker TTL after upgrading.
     legacy_markers: bool = True
@@ -303,6 +309,8 @@ def _convert(name: str, raw: Any, source: str) -> Any:
             return parse_duration(raw)
         if name in ("require_durable", "legacy_markers"):
             return parse_bool(raw)
+        if name == "redis_replicas":
+            return replicas.parse(raw)
         if name == "schemas_dir":
             return Path(raw).expanduser()
         if name in ("log_format", "log_stderr", "auto_offset_reset"):
@@ -316,6 +324,7 @@ def _convert(name: str, raw: Any, source: str) -> Any:
             "transient_retry_timeout": "a duration such as 10m, 1h, 30s or 500ms",
             "require_durable": "true or false",
             "legacy_markers": "true or false",
+            "redis_replicas": f"auto or a number of replicas from 0 to {replicas.MAX_REPLICAS}",
             "topics": "comma-separated topic names",
         }.get(name, "a whole number")
         raise ConfigError(

@@ -114,7 +114,8 @@ class ConsumerRuntime:
         self.redis = redis_client or connect_redis(
             config.redis_url, socket_timeout=10, socket_connect_timeout=5, health_check_interval=30
         )
-        engine = EffectsEngine(self.redis, config.group, marker_ttl=config.marker_ttl, legacy_markers=config.legacy_markers)
+        engine = EffectsEngine(self.redis, config.group, marker_ttl=config.marker_ttl, legacy_markers=config.legacy_markers,
+                               replicas=config.redis_replicas)
         self.backoff = Backoff(config.backoff_base_ms / 1000, config.backoff_max_ms / 1000)
         self.client_id = config.client_id or f"postbox-{config.group}-{os.getpid()}"
         self.consumer: Consumer | None = None
@@ -400,7 +401,8 @@ class ConsumerRuntime:
                 )
             log_event(log, logging.WARNING, "Redis is not durable: a Redis crash can lose acknowledged effects and markers", reason=durability.reason)
         else:
-            log_event(log, logging.INFO, "Redis effects are durable", method=durability.method)
+            log_event(log, logging.INFO, "Redis effects are durable", method=durability.method, replicas=durability.replicas,
+                      replicas_on_disk=durability.replicas_fsync)
 
     def _on_kafka_error(self, err: KafkaError) -> None:
         if kafka_config.is_login_failure(err.name(), err.str()):

@@ -17,23 +17,31 @@ Redis replies to a write before or after writing it to disk depending on configu
 - a ``maxmemory-policy`` that can evict (:mod:`postbox.effects.eviction`) loses markers without
   any crash: → ``durable=False`` with ``eviction`` set, which the engine refuses outright.
 
-WAITAOF is detected by asking the server (``WAITAOF 0 0 0``), not by version number. Replication is not
-considered: surviving a failover to a replica needs ``WAIT``/``WAITAOF`` with replicas, which is
-out of this module's scope.
+WAITAOF is detected by asking the server (``WAITAOF 0 0 0``), not by version number.
+
+Replicas (:mod:`postbox.effects.replicas`): Redis replicates asynchronously, so an apply the
+primary acknowledged may not be on any replica yet, and a failover to that replica loses it with
+its marker. The verdict says how many replicas each apply must reach (``replicas``: the setting,
+or with ``auto`` one when ``INFO replication`` shows a connected replica) and how
+(``replicas_fsync``: ``WAITAOF`` where the server has it, their AOF fsynced; else ``WAIT``, in
+their memory). :func:`wait_for` turns the verdict into the command sent after each call and the
+check of its reply; an unconfirmed wait is a transient error, retried, never committed past.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import os
 
 import redis
 
+from postbox.effects import replicas as replication
 from postbox.effects.eviction import MemoryPolicy, evicting
 from postbox.effects.redis_errors import transient_reason
+from postbox.effects.replicas import Replicas, Wait
 
 Method = Literal["appendfsync-always", "waitaof", "none"]
 
@@ -47,15 +55,34 @@ class Durability:
     reason: str
     #: The server whose ``maxmemory-policy`` can evict the consumer's keys (then not durable).
     eviction: MemoryPolicy | None = None
+    #: Replicas each apply must reach before the runtime commits past it (0: the primary alone).
+    replicas: int = 0
+    #: The replicas are waited for on disk (``WAITAOF``), not only in memory (``WAIT``).
+    replicas_fsync: bool = False
 
     def __str__(self) -> str:
-        return f"{'durable' if self.durable else 'NOT durable'} ({self.method}): {self.reason}"
+        text = f"{'durable' if self.durable else 'NOT durable'} ({self.method}): {self.reason}"
+        return text + "; " + replication.describe(self.replicas, self.replicas_fsync)
+
+    @property
+    def plan(self) -> tuple[bool, Method, int, bool]:
+        """What an apply sent under this verdict relied on (compared when the server changes)."""
+        return self.durable, self.method, self.replicas, self.replicas_fsync
 
 
-def check_durability(client: "redis.Redis | redis.RedisCluster", *, skip: Collection[str] = ()) -> Durability:
-    """Inspect the server(s) behind ``client``: none may evict (``INFO memory``), and each must
-    persist an acknowledged apply (:func:`check_persistence`). ``skip``: cluster nodes (by
-    ``host:port``) left out, e.g. those known down."""
+def wait_for(verdict: Durability, timeout_ms: int) -> Wait | None:
+    """The wait that follows each script call under ``verdict`` (None: the reply is enough):
+    ``WAITAOF <local> <replicas>`` where the server has WAITAOF, else ``WAIT <replicas>``."""
+    return replication.wait_for(local_fsync=verdict.method == "waitaof", replicas=verdict.replicas,
+                                fsync=verdict.replicas_fsync, timeout_ms=timeout_ms)
+
+
+def check_durability(client: "redis.Redis | redis.RedisCluster", *, skip: Collection[str] = (), replicas: Replicas = "auto") -> Durability:
+    """Inspect the server(s) behind ``client``: none may evict (``INFO memory``), each must
+    persist an acknowledged apply (:func:`check_persistence`), and how many replicas each apply
+    must reach (``replicas``: a number, or ``auto`` to follow the topology; see
+    :mod:`postbox.effects.replicas`). ``skip``: cluster nodes (by ``host:port``) left out, e.g.
+    those known down."""
     try:
         found = evicting(client, skip=skip)
     except redis.ResponseError as exc:
@@ -65,7 +92,10 @@ def check_durability(client: "redis.Redis | redis.RedisCluster", *, skip: Collec
                           "assume it may evict the dedupe markers (the consumer's Redis user needs INFO)")
     if found is not None:
         return Durability(False, "none", found.describe(), eviction=found)
-    return check_persistence(client, skip=skip)
+    verdict = check_persistence(client, skip=skip)
+    count, why = replication.required(client, replicas, skip=skip)
+    fsync = count > 0 and (verdict.method == "waitaof" or _waitaof_everywhere(client, skip))
+    return replace(verdict, reason=f"{verdict.reason}; {why}", replicas=count, replicas_fsync=fsync)
 
 
 def check_persistence(client: "redis.Redis | redis.RedisCluster", *, skip: Collection[str] = ()) -> Durability:
@@ -152,6 +182,14 @@ def _verdict(client: redis.Redis, config: dict[str, str]) -> Durability:
         "none",
         f"appendfsync {appendfsync} and this server ({version}) has no WAITAOF (7.2+): about a second of acknowledged applies can be lost in a crash; set appendfsync always",
     )
+
+
+def _waitaof_everywhere(client: "redis.Redis | redis.RedisCluster", skip: Collection[str]) -> bool:
+    """Whether every primary (but ``skip``) lets this user run WAITAOF: replicas are then waited
+    for on disk."""
+    if isinstance(client, redis.RedisCluster):
+        return all(has_waitaof(client.get_redis_connection(n)) for n in client.get_primaries() if n.name not in skip)
+    return has_waitaof(client)
 
 
 def has_waitaof(client: redis.Redis) -> bool:

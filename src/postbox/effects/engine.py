@@ -65,8 +65,10 @@ from redis.exceptions import (
 from postbox.frozen import assemble
 from postbox.effects import eviction, groups, server_watch
 from postbox.effects.builder import Effects
-from postbox.effects.durability import Durability, check_durability
-from postbox.effects.keys import EventRef, KeyLayout, describe_slots, key_slot, legacy_anchor, tag_text
+from postbox.effects.durability import Durability, check_durability, wait_for
+from postbox.effects.replicas import Replicas, Wait
+from postbox.effects.keys import EventRef, KeyLayout, ReplayRef, describe_slots, key_slot, legacy_anchor, tag_text
+from postbox.effects.verdicts import Verdict, handler_verdict, is_verdict, parse_verdict
 from postbox.effects.nodes import NodeHealth, Placement, plan_waves
 from postbox.effects.redis_errors import CLUSTER_UNSETTLED, transient_reason
 from postbox.effects.script import ApplyScript, build_script, default_functions_dir
@@ -99,7 +101,7 @@ DEFAULT_BATCH_SIZE = 512
 MAX_CALL_ARGS = 20_000
 MAX_CALL_BYTES = 4 * 1024 * 1024
 DEFAULT_FAILURES_MAXLEN = 10_000
-_PROTOCOL = b"3"
+_PROTOCOL = b"4"
 #: The error text of a script stopped by SCRIPT KILL (Redis kills only scripts that wrote nothing).
 _SCRIPT_KILLED = "Script killed by user"
 _ATTEMPTS = 3
@@ -143,6 +145,9 @@ class ApplyResult:
     cross_slot: bool = False
     #: Why a ``RETRY`` is to be retried (a transient reason such as ``connection``, ``CLUSTERDOWN``).
     reason: str | None = None
+    #: A ``FAILED`` event that failed earlier: the group's verdict found in its marker (nothing
+    #: ran; see :mod:`postbox.effects.verdicts`). ``error_class``/``error`` are the verdict's.
+    earlier: Verdict | None = None
 
     @property
     def applied(self) -> bool:
@@ -177,7 +182,7 @@ class ApplyResult:
 
 def _outcome_fields(outcome: Outcome) -> dict[str, Any]:
     return {"event_id": "", "outcome": outcome, "command_index": None, "op": None, "command": None, "error": None,
-            "error_class": None, "undo_error": None, "cross_slot": False, "reason": None}
+            "error_class": None, "undo_error": None, "cross_slot": False, "reason": None, "earlier": None}
 
 
 _APPLIED = _outcome_fields(Outcome.APPLIED)
@@ -245,14 +250,16 @@ class EffectsEngine:
     for a cluster); ``strict_slots`` refuses events with an effect key outside the event's slot
     (default: on for a cluster; the test harness turns it on everywhere so handlers are
     cluster-ready from the start). ``functions_dir`` holds the user effect functions (default:
-    ``POSTBOX_LUA_DIR``, else ``./consumers/lua``). ``legacy_markers`` (default on): also treat an
+    ``POSTBOX_LUA_DIR``, else none: never the working directory's files). ``legacy_markers`` (default on): also treat an
     event as a duplicate when its marker exists under the layout of postbox before the marker
     identity change (derived from the event's effects as that version did; on a cluster only when
     that key is in the event's slot) — leave it on until every record a group may redeliver was
     consumed by this version (one marker TTL), then turn it off to save its cost (see bench/effects.py).
     ``node_wait``: on a cluster, how long a node's calls may take before the node is put down
     (its events then come back as retries at once until it answers a PING again; see
-    :mod:`postbox.effects.nodes`).
+    :mod:`postbox.effects.nodes`). ``replicas``: how many replicas each apply must reach before
+    it is reported applied (a number, or ``auto``: one when the primary has a connected replica;
+    :mod:`postbox.effects.replicas`); ``waitaof_timeout`` bounds that wait too.
     """
 
     def __init__(
@@ -271,6 +278,7 @@ class EffectsEngine:
         durability_refresh_s: float = 60.0,
         legacy_markers: bool = True,
         node_wait: timedelta = timedelta(seconds=3),
+        replicas: Replicas = "auto",
     ) -> None:
         if getattr(client, "get_encoder", None) and client.get_encoder().decode_responses:
             raise EffectEngineError("the Redis client decodes responses; postbox needs bytes replies (decode_responses=False)")
@@ -290,13 +298,15 @@ class EffectsEngine:
         self.batch_size = batch_size
         self.marker_ttl_ms = round(marker_ttl / timedelta(milliseconds=1))
         self.failures_maxlen = failures_maxlen
+        #: How long a wait (WAITAOF, WAIT for replicas) may take before the apply is unconfirmed.
         self.waitaof_timeout_ms = round(waitaof_timeout / timedelta(milliseconds=1))
+        self.replicas: Replicas = replicas
         self._durability_refresh_s = durability_refresh_s
         self._durability: tuple[float, Durability] | None = None
         #: Which servers the verdict was read on; set when a connection reaches another.
         self._watch = server_watch.ServerWatch()
         self._durability_lock = threading.Lock()
-        #: Longest wait for one cluster node's calls before it is put down (plus the WAITAOF timeout).
+        #: Longest wait for one cluster node's calls before it is put down (plus the wait's timeout).
         self.node_wait_s = node_wait.total_seconds()
         self._health = NodeHealth()
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
@@ -361,7 +371,10 @@ class EffectsEngine:
         error = None
         if prepared:
             seen, used = self._verdict_now()
-            error = self._apply_waves(prepared, results, order, used.method == "waitaof")
+            error = self._apply_waves(prepared, results, order, wait_for(used, self.waitaof_timeout_ms))
+            if isinstance(error, _NotSent) and not self.cluster:  # nothing went out: send under the new server's verdict
+                seen, used = self._verdict_now()
+                error = self._apply_waves(prepared, results, order, wait_for(used, self.waitaof_timeout_ms))
             self._same_server(seen, used)
         if error is not None and not partial:
             raise error
@@ -410,7 +423,7 @@ class EffectsEngine:
         skip = self._health.down_nodes()
         try:
             self._watch.known(server_watch.run_ids(self.client, skip))
-            return check_durability(self.client, skip=skip)
+            return check_durability(self.client, skip=skip, replicas=self.replicas)
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             refused = login_error(exc)  # credentials revoked: a configuration error, not an outage
             raise refused or TransientEffectError(f"cannot reach Redis to check durability: {exc}", reason="connection") from exc
@@ -429,12 +442,12 @@ class EffectsEngine:
         """Raise when a connection reached another server (or the slot map changed) since
         ``seen`` changes, while writing under ``used`` (see :mod:`postbox.effects.server_watch`),
         and the verdict now differs: what was sent there is not known durable (sent without the
-        WAITAOF it needs, or not durable at all), so it is retried — what did land comes back as
-        duplicates."""
+        WAITAOF it needs, or waiting for other replicas, or not durable at all), so it is retried —
+        what did land comes back as duplicates."""
         if self._watch.changes == seen:
             return
         now = self.durability()
-        if (now.durable, now.method) != (used.durable, used.method):
+        if now.plan != used.plan:
             raise TransientEffectError(
                 f"the Redis server changed under the engine (a restart, a failover, a moved address or slot): "
                 f"it was {used}, it is {now}", reason="server-changed",
@@ -485,49 +498,108 @@ class EffectsEngine:
         return self.layout.marker(ref.id.encode("utf-8"), ref.tag_bytes)
 
     def already_applied(self, refs: Sequence[EventRef]) -> list[bool]:
-        """Whether this group applied each event before (its dedupe marker exists), in order; the
-        markers found are then as durable as an apply's duplicates (the runtime commits them).
-
-        Why: the runtime asks this before it dead-letters a handler failure. A handler changed
-        between delivery and redelivery (a deploy, outside state) may raise on an event it applied
-        the first time; that redelivery is a duplicate, and a dead letter for it would page someone
-        about an event that took effect. Its marker may be another connection's write not yet on
-        disk (``everysec``): on a WAITAOF server each marker is rewritten unchanged on the asking
-        connection (``SET <marker> 1 XX KEEPTTL``: the existence check and that write in one
-        command, as a duplicate's touch in the apply script) and ``WAITAOF 1 0`` waits for it. With
-        ``appendfsync always`` the reply leaves after the fsync of every write before it. Whether
-        the server is durable at all is the caller's check (:meth:`durability`), as after an apply.
-        One pipeline per node, on the failure path only. Only the current layout's marker is read:
-        during the legacy transition an event marked under the old layout (keyed by its effects,
-        which a failed handler did not describe) reads as not applied, as before.
+        """Whether this group applied each event before (its marker says ``1``), in order; the
+        markers found are then as durable as an apply's duplicates. A marker holding a failure
+        verdict (:mod:`postbox.effects.verdicts`) is not applied. See :meth:`record_failures`,
+        which the runtime uses; this one writes nothing (but the touch a wait needs).
 
         Raises :class:`TransientEffectError` (retry later: Redis unreachable, WAITAOF unconfirmed,
-        MOVED) or :class:`EffectConfigError` (ACL, a server that can evict).
-        """
-        if not refs:
+        MOVED) or :class:`EffectConfigError` (ACL, a server that can evict)."""
+        found = self._read_markers([(ref, None) for ref in refs])
+        return [value is not None and not is_verdict(value) for value in found]
+
+    def record_failures(self, failures: Sequence[tuple[EventRef, str, str]]) -> list[bytes | None]:
+        """Leave each failed event's verdict in its marker (``(ref, error class, error)``; a dead
+        letter owed, see :mod:`postbox.effects.verdicts`) unless the marker already says something,
+        and return what it said before: None (the verdict is written now), ``b"1"`` (the group
+        applied the event: a redelivery, not poison) or an earlier verdict (its dead letter may be
+        acknowledged already). A :class:`~postbox.effects.keys.ReplayRef` replaces an earlier
+        verdict with its own (it still reads ``b"1"`` as applied).
+
+        Why: the runtime calls this before it dead-letters a handler failure and before the events
+        after it are applied, so whoever reads the event next — after a crash, a lost commit, in a
+        window run — is told it failed instead of running it after its successors. A handler
+        changed between delivery and redelivery (a deploy, outside state) may raise on an event it
+        applied the first time: that redelivery is a duplicate. Markers found are made as durable
+        as an apply's duplicates (the runtime commits past them): on a WAITAOF server each is
+        rewritten unchanged on one connection and ``WAITAOF 1 0`` (and the replica wait) follows.
+        Whether the server is durable at all is the caller's check (:meth:`durability`). Only the
+        current layout's marker is read: during the legacy transition an event marked under the old
+        layout (keyed by its effects, which a failed handler did not describe) reads as not applied.
+
+        Raises as :meth:`already_applied`."""
+        return self._read_markers([(ref, handler_verdict(error_class, error)) for ref, error_class, error in failures])
+
+    def mark_delivered(self, failures: Sequence[tuple[EventRef, str, str]]) -> None:
+        """Note in each failed event's marker that its dead letter is acknowledged (``D``), so a
+        later reader finishes it without sending it again. Only a marker that is there is
+        rewritten (``XX KEEPTTL``: an expired one is not made again). Best effort by design: not
+        noted, the dead letter may be written a second time, never the event run again. Raises
+        :class:`TransientEffectError` when Redis cannot take it."""
+        by_node = self._by_node([self.marker_key(ref) for ref, _, _ in failures])
+        for client, numbers, markers in by_node:
+            commands: list[Command] = [
+                (b"SET", marker, handler_verdict(failures[n][1], failures[n][2], delivered=True), b"XX", b"KEEPTTL")
+                for n, marker in zip(numbers, markers)
+            ]  # fmt: skip
+            self._exchange(client, commands)
+
+    def withdraw_failures(self, refs: Sequence[EventRef]) -> None:
+        """Remove the verdicts :meth:`record_failures` just wrote for these events (nothing after
+        them was applied: their dead letter was not written), so the retry runs them in their place
+        — a handler fixed meanwhile applies them. Only for verdicts the caller wrote itself (a plain
+        ``DEL``). Raises :class:`TransientEffectError` when Redis cannot take it: the verdicts then
+        stay, and the retry dead-letters those events without running them (safe, not in place)."""
+        for client, _, markers in self._by_node([self.marker_key(ref) for ref in refs]):
+            self._exchange(client, [(b"DEL", marker) for marker in markers])
+
+    def _read_markers(self, asked: Sequence[tuple[EventRef, bytes | None]]) -> list[bytes | None]:
+        """Each marker's value (None: absent), writing ``verdict`` where one is given and the
+        marker is absent (``SET NX GET``; a replayed copy's replaces an earlier verdict); with a
+        WAITAOF server the markers found are touched and waited for. One pipeline per node."""
+        if not asked:
             return []
         seen, used = self._verdict_now()
-        waitaof = used.method == "waitaof"
-        by_node: dict[str, tuple[redis.Redis, list[int]]] = {}
-        markers = [self.marker_key(ref) for ref in refs]
-        for number, marker in enumerate(markers):
-            name, client = self._node_for(key_slot(marker)) if self.cluster else ("", self.client)
-            by_node.setdefault(name, (client, []))[1].append(number)  # type: ignore[arg-type]
-        found = [False] * len(refs)
-        for client, numbers in by_node.values():
-            for number, seen in zip(numbers, self._markers_exist(client, [markers[n] for n in numbers], waitaof)):
-                found[number] = seen
+        wait = wait_for(used, self.waitaof_timeout_ms)
+        markers = [self.marker_key(ref) for ref, _ in asked]
+        found: list[bytes | None] = [None] * len(asked)
+        for client, numbers, keys in self._by_node(markers):
+            commands: list[Command] = [
+                (b"GET", key) if asked[n][1] is None else (b"SET", key, asked[n][1], b"NX", b"PX", _num(self.marker_ttl_ms), b"GET")  # type: ignore[misc]
+                for n, key in zip(numbers, keys)
+            ]  # fmt: skip
+            for n, value in zip(numbers, self._exchange(client, commands)):
+                found[n] = value
+            replaced = [(n, key) for n, key in zip(numbers, keys)
+                        if type(asked[n][0]) is ReplayRef and asked[n][1] is not None and is_verdict(found[n])]  # fmt: skip
+            if replaced:
+                self._exchange(client, [(b"SET", key, asked[n][1], b"XX", b"KEEPTTL") for n, key in replaced])  # type: ignore[misc]
+                for n, _ in replaced:
+                    found[n] = None
+            touched: list[Command] = [(b"SET", key, value, b"XX", b"KEEPTTL") for n, key in zip(numbers, keys) if (value := found[n]) is not None]
+            if wait is not None and touched:
+                replies = self._exchange(client, touched + list(wait.commands))
+                self._confirmed(wait, replies[len(touched):])
         self._same_server(seen, used)
         return found
 
-    def _markers_exist(self, client: redis.Redis, markers: list[bytes], waitaof: bool) -> list[bool]:
-        """One node's part of :meth:`already_applied`: EXISTS, or with ``waitaof`` the touch of each
-        marker found and WAITAOF, in one round trip on one connection."""
-        commands: list[Command] = [(b"SET", m, b"1", b"XX", b"KEEPTTL") if waitaof else (b"EXISTS", m) for m in markers]
-        if waitaof:
-            commands.append((b"WAITAOF", b"1", b"0", str(self.waitaof_timeout_ms).encode()))
+    def _by_node(self, markers: list[bytes]) -> list[tuple[redis.Redis, list[int], list[bytes]]]:
+        """The markers grouped by the node that holds them (one group on a single server)."""
+        if not self.cluster:
+            return [(self.client, list(range(len(markers))), markers)]  # type: ignore[list-item]
+        by_node: dict[str, tuple[redis.Redis, list[int], list[bytes]]] = {}
+        for number, marker in enumerate(markers):
+            name, client = self._node_for(key_slot(marker))
+            entry = by_node.setdefault(name, (client, [], []))
+            entry[1].append(number)
+            entry[2].append(marker)
+        return list(by_node.values())
+
+    def _exchange(self, client: redis.Redis, commands: list[Command]) -> list[Any]:
+        """One round trip of plain commands; an error reply (MOVED: the slot map is read again)
+        raised as the engine's error."""
         try:
-            replies = round_trip(client, commands, self._watch.watch)
+            replies = round_trip(client, commands, self._watched)
         except (redis.RedisError, redis.RedisClusterException) as exc:
             raise self._classify(exc) from exc
         for reply in replies:
@@ -535,18 +607,20 @@ class EffectsEngine:
                 self._refresh_topology()  # the slot moved: the retry asks its new node
             if isinstance(reply, BaseException):
                 raise self._classify(reply)
-        if waitaof:
-            self._confirmed(replies.pop())
-        return [reply == 1 if isinstance(reply, int) else reply is not None for reply in replies]
+        return replies
 
-    def _confirmed(self, reply: Any) -> None:
-        """Raise unless ``reply`` (WAITAOF's) confirms the local AOF fsync."""
-        if not reply or int(reply[0]) < 1:
-            raise TransientEffectError(
-                f"WAITAOF did not confirm the local AOF fsync within {self.waitaof_timeout_ms} ms",
-                reason="waitaof",
-                fix="check the Redis host's disk; the batch is applied but not known durable, so it is retried",
-            )
+    def _confirmed(self, wait: Wait, replies: list[Any]) -> None:
+        """Raise unless ``replies`` (the wait's) confirm the apply: the local AOF fsync, the
+        replicas (:mod:`postbox.effects.replicas`). Replicas that did not confirm mark the
+        verdict stale, so ``auto`` reads the topology again before the retry."""
+        try:
+            wait.check(replies)
+        except ResponseError as exc:
+            raise self._classify(exc) from exc
+        except TransientEffectError as exc:
+            if exc.reason == "replicas":
+                self._watch.mark_stale()
+            raise
 
     def legacy_marker_key(self, ref: EventRef, effects: Effects) -> bytes:
         """The marker key the layout before the identity change gave this event with these effects."""
@@ -605,6 +679,8 @@ class EffectsEngine:
                 legacy = self._legacy_marker(eid, keys, tag, marker, slot)
                 shape = b"-" if legacy is None else b"w" if legacy_writable(eid) else b"l"
                 size = effects._size + 2 * len(marker) + len(eid) + (len(legacy) if legacy else 0)
+            if type(ref) is ReplayRef:  # sent again on purpose: a verdict in its marker does not bind it
+                shape += b"r"
             add(_new_event(_Event, (
                 index, eid, effects, marker, legacy, shared_failures or failures_in(tag), slot if cluster else 0,
                 len(keys) + len(effects._args) + 5, size, shape + b"".join(effects._shape),
@@ -630,8 +706,9 @@ class EffectsEngine:
                 f"event {event_id}: effect function {missing[0]!r} has no file "
                 f"{missing[0]}.lua in the functions folder {self.script.folder or '(none configured)'}"
                 f" (known: {', '.join(sorted(self.script.functions)) or 'none'})",
-                fix="deploy the function's .lua file with the handler (POSTBOX_LUA_DIR, else ./consumers/lua), "
-                "or fix the name the handler calls; then restart the consumer",
+                fix="deploy the function's .lua file with the handler and name its folder in POSTBOX_LUA_DIR "
+                "(the working directory's consumers/lua is not read unless named), or fix the name the handler "
+                "calls; then restart the consumer",
             )
 
     def _legacy_marker(self, eid: bytes, keys: Sequence[bytes], tag: bytes, marker: bytes, slot: int) -> bytes | None:
@@ -652,11 +729,11 @@ class EffectsEngine:
             return None
         return legacy
 
-    def _calls(self, lane: list[_Event], waitaof: bool) -> list[_Call]:
+    def _calls(self, lane: list[_Event], wait: Wait | None) -> list[_Call]:
         """The lane's events cut into calls within ``batch_size``, :data:`MAX_CALL_ARGS` and
         :data:`MAX_CALL_BYTES`, in order."""
         if len(lane) <= self.batch_size and sum(map(_ARGS, lane)) <= MAX_CALL_ARGS and sum(map(_SIZE, lane)) <= MAX_CALL_BYTES:
-            return [self._encode(lane, waitaof)]  # the common lane, within every bound: no step per event
+            return [self._encode(lane, wait)]  # the common lane, within every bound: no step per event
         calls: list[_Call] = []
         current: list[_Event] = []
         args = size = 0
@@ -664,22 +741,22 @@ class EffectsEngine:
             if current and (
                 len(current) >= self.batch_size or args + event.args > MAX_CALL_ARGS or size + event.size > MAX_CALL_BYTES
             ):
-                calls.append(self._encode(current, waitaof))
+                calls.append(self._encode(current, wait))
                 current, args, size = [], 0, 0
             current.append(event)
             args += event.args
             size += event.size
         if current:
-            calls.append(self._encode(current, waitaof))
+            calls.append(self._encode(current, wait))
         return calls
 
-    def _encode(self, events: list[_Event], waitaof: bool = False) -> _Call:
+    def _encode(self, events: list[_Event], wait: Wait | None = None) -> _Call:
         """Pack events into KEYS and ARGV (protocol 3, documented at the top of apply_effects.lua):
         KEYS in the order the script reads them, ARGV the header, each distinct event shape once,
         then per event its shape's number, its id and its commands' arguments.
 
-        ``waitaof``: the call is followed by WAITAOF on its connection, so a duplicate must write
-        (touch its marker) for the wait to cover the marker it relied on."""
+        ``wait``: the call is followed by a wait (WAITAOF, WAIT) on its connection, so a duplicate
+        must write (touch its marker) for the wait to cover the marker it relied on."""
         per_event = self.layout.slot_aligned
         keys: list[bytes] = [] if per_event else [self.layout.failures_in(b"")]
         shapes: dict[bytes, bytes] = {}
@@ -698,7 +775,7 @@ class EffectsEngine:
             keys += event.effects._keys
             body += event.effects._args
         argv: list[bytes] = [
-            *self._header, b"1" if waitaof else b"0", _num(len(events)), b"1" if per_event else b"0", _num(len(shapes)),
+            *self._header, b"0" if wait is None else b"1", _num(len(events)), b"1" if per_event else b"0", _num(len(shapes)),
             *shapes, *body,
         ]  # fmt: skip
         return _Call(events, events[0].slot, keys=keys, argv=argv)
@@ -726,6 +803,9 @@ class EffectsEngine:
                 at += 4
 
     def _failure(self, event: _Event, code: int, detail: list[Any]) -> ApplyResult:
+        if code == 6:
+            verdict = parse_verdict(detail[2].encode("utf-8") if isinstance(detail[2], str) else bytes(detail[2]))
+            return ApplyResult(event.event_id, Outcome.FAILED, error=verdict.error, error_class=verdict.error_class, earlier=verdict)
         number, op, error = int(detail[0]), _text(detail[1]), self.script.explain(_text(detail[2]))
         command = event.effects.commands[number - 1]
         if code == 5:
@@ -745,14 +825,14 @@ class EffectsEngine:
 
     def _apply_waves(
         self, prepared: list[_Event], results: list[Outcome | ApplyResult | None], order: Sequence[Hashable | None] | None,
-        waitaof: bool,
+        wait: Wait | None,
     ) -> TransientEffectError | None:
         """Send the prepared events wave by wave (:func:`~postbox.effects.nodes.plan_waves`), each
         wave's nodes in parallel; fill ``results``; return the first transient failure, if any.
         An event whose lane or order key already has an event not applied is not sent (``RETRY``),
-        nor is one whose node is down. ``waitaof``: each call is followed by WAITAOF."""
+        nor is one whose node is down. ``wait``: what follows each round of calls (WAITAOF, WAIT)."""
         if not self.cluster:  # one node, one lane, never put down: every event is in wave 0
-            return self._send_wave(prepared, {0: self._node_for(0)}, waitaof, results)
+            return self._send_wave(prepared, {0: self._node_for(0)}, wait, results)
         nodes = {slot: self._node_for(slot) for slot in {e.slot for e in prepared}}
         places = [Placement(e.slot, nodes[e.slot][0], order[e.number] if order is not None else None) for e in prepared]
         waves = plan_waves(places)
@@ -769,7 +849,7 @@ class EffectsEngine:
                     first = first or TransientEffectError(f"Redis node {place.node} is down: {down}", reason="node-down")
                 else:
                     sending.append(event)
-            error = self._send_wave(sending, nodes, waitaof, results) if sending else None
+            error = self._send_wave(sending, nodes, wait, results) if sending else None
             first = first or error
             for event, place, _ in ((e, p, w) for e, p, w in zip(prepared, places, waves) if w == wave):
                 result = results[event.number]
@@ -778,14 +858,14 @@ class EffectsEngine:
         return first
 
     def _send_wave(
-        self, events: list[_Event], nodes: dict[int, tuple[str, redis.Redis]], waitaof: bool, results: list[Outcome | ApplyResult | None]
+        self, events: list[_Event], nodes: dict[int, tuple[str, redis.Redis]], wait: Wait | None, results: list[Outcome | ApplyResult | None]
     ) -> TransientEffectError | None:
         """One wave: pack each slot lane into calls, run every node's calls in parallel (retrying
         calls redirected by MOVED after a slot-map refresh), fill ``results``."""
         lanes: dict[int, list[_Event]] = {}
         for event in events:
             lanes.setdefault(event.slot, []).append(event)
-        pending = [self._calls(lane, waitaof) for lane in lanes.values()]
+        pending = [self._calls(lane, wait) for lane in lanes.values()]
         first: TransientEffectError | None = None
         for attempt in range(_ATTEMPTS):
             by_node: dict[str, tuple[redis.Redis, list[list[_Call]]]] = {}
@@ -793,7 +873,7 @@ class EffectsEngine:
                 name, client = nodes[calls[0].slot] if attempt == 0 else self._node_for(calls[0].slot)
                 by_node.setdefault(name, (client, []))[1].append(calls)
             moved: list[list[_Call]] = []
-            for outcome in self._run_nodes(by_node, waitaof):
+            for outcome in self._run_nodes(by_node, wait):
                 for call in outcome.done:
                     self._results(call, results)
                 for call in outcome.failed:
@@ -817,16 +897,16 @@ class EffectsEngine:
                     results[event.number] = _retry(event, str(error), error.reason)
         return first or error
 
-    def _run_nodes(self, by_node: dict[str, tuple[redis.Redis, list[list[_Call]]]], waitaof: bool) -> list[_NodeOutcome]:
+    def _run_nodes(self, by_node: dict[str, tuple[redis.Redis, list[list[_Call]]]], wait: Wait | None) -> list[_NodeOutcome]:
         """Every node's lanes, in parallel on a cluster. A node with no reply within the node wait
         is put down and its calls come back failed (its thread finishes on its own; the calls may
         still land, and a retry then finds them as duplicates)."""
         if not self.cluster:
-            return [self._run_node(name, client, lanes, waitaof) for name, (client, lanes) in by_node.items()]
+            return [self._run_node(name, client, lanes, wait) for name, (client, lanes) in by_node.items()]
         if self._pool is None:
             self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="postbox-apply")
-        futures = {name: self._pool.submit(self._run_node, name, client, lanes, waitaof) for name, (client, lanes) in by_node.items()}
-        wait_s = self.node_wait_s + (self.waitaof_timeout_ms / 1000 if waitaof else 0.0)
+        futures = {name: self._pool.submit(self._run_node, name, client, lanes, wait) for name, (client, lanes) in by_node.items()}
+        wait_s = self.node_wait_s + (self.waitaof_timeout_ms / 1000 if wait is not None else 0.0)
         concurrent.futures.wait(futures.values(), timeout=wait_s)
         outcomes: list[_NodeOutcome] = []
         for name, future in futures.items():
@@ -838,7 +918,7 @@ class EffectsEngine:
             outcomes.append(_NodeOutcome(failed=[c for lane in by_node[name][1] for c in lane], error=error))
         return outcomes
 
-    def _run_node(self, name: str, client: redis.Redis, lanes: list[list[_Call]], waitaof: bool) -> _NodeOutcome:
+    def _run_node(self, name: str, client: redis.Redis, lanes: list[list[_Call]], wait: Wait | None) -> _NodeOutcome:
         """One node's calls, round by round (the n-th call of each lane, pipelined): a lane's calls
         go out one after the other, so its events keep their order. A transient failure fails
         this round's and every later call of the node; MOVED hands the lane's rest back."""
@@ -848,7 +928,7 @@ class EffectsEngine:
         while active:
             batch = [lane[round_no] for lane in active]
             try:
-                replies = self._send_round(client, batch, waitaof)
+                replies = self._send_round(client, batch, wait)
             except TransientEffectError as exc:
                 outcome.error = exc
                 outcome.failed = [call for lane in active for call in lane[round_no:]]
@@ -868,7 +948,7 @@ class EffectsEngine:
             round_no += 1
         return outcome
 
-    def _send_round(self, client: redis.Redis, calls: list[_Call], waitaof: bool) -> list[Any]:
+    def _send_round(self, client: redis.Redis, calls: list[_Call], wait: Wait | None) -> list[Any]:
         """One pipeline of calls to one node: NOSCRIPT reloads the script and resends, ASK is
         answered on the target; a MOVED reply is returned as is (the caller refreshes the slot
         map); any other error reply raises (classified)."""
@@ -876,9 +956,9 @@ class EffectsEngine:
         pending = calls
         for attempt in range(_ATTEMPTS):
             retry: list[_Call] = []
-            for call, reply in zip(pending, self._send(client, pending, waitaof)):
+            for call, reply in zip(pending, self._send(client, pending, wait)):
                 if isinstance(reply, AskError) and not isinstance(reply, MovedError) and self.cluster:  # MovedError is an AskError
-                    reply = self._ask(call, reply, waitaof)
+                    reply = self._ask(call, reply, wait)
                 if isinstance(reply, NoScriptError):
                     retry.append(call)
                 elif isinstance(reply, BaseException) and not (self.cluster and isinstance(reply, (MovedError, AskError))):
@@ -897,7 +977,7 @@ class EffectsEngine:
     def _mark_down(self, name: str, client: redis.Redis, error: str) -> None:
         self._health.mark_down(name, error, client.ping)
 
-    def _ask(self, call: _Call, redirect: AskError, waitaof: bool) -> Any:
+    def _ask(self, call: _Call, redirect: AskError, wait: Wait | None) -> Any:
         """Answer ASK (the call's slot is migrating and its keys are not on the source any more):
         ``ASKING`` then the call on the node the redirect names, on one connection — ASKING covers
         the next command only, and the slot map must not change (the source still owns the slot
@@ -905,35 +985,43 @@ class EffectsEngine:
         with keys still missing there gets TRYAGAIN (transient: retried until the migration ends).
         Returns the reply (an exception object for an error reply)."""
         client = self._node_client(redirect.host, redirect.port)
-        reply = self._send(client, [call], waitaof, asking=True)[0]
+        reply = self._send(client, [call], wait, asking=True)[0]
         if isinstance(reply, NoScriptError):
             self._load(client)
-            reply = self._send(client, [call], waitaof, asking=True)[0]
+            reply = self._send(client, [call], wait, asking=True)[0]
         return reply
 
-    def _send(self, client: redis.Redis, calls: list[_Call], waitaof: bool, *, asking: bool = False) -> list[Any]:
-        """One round trip to ``client``'s node: [ASKING,] the calls' EVALSHAs [, WAITAOF], packed
+    def _send(self, client: redis.Redis, calls: list[_Call], wait: Wait | None, *, asking: bool = False) -> list[Any]:
+        """One round trip to ``client``'s node: [ASKING,] the calls' EVALSHAs [, the wait], packed
         by :func:`postbox.effects.wire.round_trip`; the calls' replies, an error reply as its
         exception object. Raises the classified error for a connection error or timeout, or
-        when WAITAOF did not confirm."""
+        when the wait (WAITAOF, WAIT) did not confirm."""
         sha = self.script.sha.encode()
         commands: list[Command] = [(b"ASKING",)] if asking else []
         for call in calls:  # every argument bytes: packed without a per-argument Python step (wire.pack)
             commands.append((b"EVALSHA", sha, _num(len(call.keys)), *call.keys, *call.argv))
-        if waitaof:
-            commands.append((b"WAITAOF", b"1", b"0", str(self.waitaof_timeout_ms).encode()))
+        if wait is not None:
+            commands += wait.commands
         try:
-            replies = round_trip(client, commands, self._watch.watch)
+            replies = round_trip(client, commands, self._watched)
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             raise self._classify(exc) from exc
         if asking:
             replies.pop(0)
-        if waitaof:
-            confirmation = replies.pop()
-            if isinstance(confirmation, BaseException):
-                raise self._classify(confirmation)
-            self._confirmed(confirmation)
+        if wait is not None:
+            self._confirmed(wait, replies[len(replies) - len(wait.commands):])
+            del replies[len(replies) - len(wait.commands):]
         return replies
+
+    def _watched(self, conn: Any) -> None:
+        """Watch ``conn`` before sending on it (:mod:`postbox.effects.server_watch`); raise
+        :class:`_NotSent` when it reached a server the verdict in use was not read on."""
+        self._watch.watch(conn)
+        if self._watch.elsewhere:
+            raise _NotSent(
+                "a connection reached a Redis server the durability verdict was not read on (a failover, a restart): nothing sent",
+                reason="server-changed", fix="nothing to do: the verdict is read again on that server and the batch sent under it",
+            )
 
     def _classify(self, exc: BaseException) -> Exception:
         refused = login_error(exc)  # wrong credentials or CA: no retry fixes them
@@ -963,7 +1051,7 @@ class EffectsEngine:
             message = self.script.explain(str(exc))
             raise EffectEngineError(
                 f"Redis refused to compile the apply script: {message}",
-                fix="fix the Lua file named above (user effect functions live in consumers/lua/)",
+                fix="fix the Lua file named above (the user effect functions of POSTBOX_LUA_DIR)",
             ) from exc
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             raise self._classify(exc) from exc
@@ -1045,6 +1133,10 @@ def _num(n: int) -> bytes:
 
 def _text(value: Any) -> str:
     return value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else str(value)
+
+
+class _NotSent(TransientEffectError):
+    """Nothing of the round was sent: its connection reached another server (see ``_watched``)."""
 
 
 @dataclass(slots=True)

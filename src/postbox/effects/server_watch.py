@@ -8,7 +8,11 @@ when it connects (the first time the engine sees it, then on every reconnect, th
 connect callbacks) it reads the ``run_id`` of the server it reached (``INFO server``: a new id at
 every server start) and compares it with the ids the verdict was read on. An id not among them
 marks the verdict stale; the engine reads durability again before anything sent on such a
-connection is reported applied.
+connection is reported applied. A connection found on another server *before* anything was
+sent on it (it reconnected when taken from the pool: the common case after a failover) is
+:attr:`ServerWatch.elsewhere`: the engine then sends nothing on it under the old verdict, reads
+the verdict again and sends under that one — the old verdict's wait (for a replica the promoted
+server may not have) would only time out.
 
 A server whose ``INFO`` the consumer may not run cannot be told apart: its connections mark
 nothing (its durability check cannot read ``INFO memory`` either, so it is not durable anyway).
@@ -32,6 +36,7 @@ class ServerWatch:
         self._lock = threading.Lock()
         self._known: frozenset[str] = frozenset()
         self._stale = False
+        self._elsewhere = False
         #: Counts the changes seen: an apply compares it before and after (another thread, the
         #: health probe, may take the stale flag and re-read the verdict meanwhile).
         self.changes = 0
@@ -53,6 +58,12 @@ class ServerWatch:
             self._known = frozenset(run_ids)
 
     @property
+    def elsewhere(self) -> bool:
+        """A connection reached a server whose run id the verdict was not read on (not merely a
+        refreshed slot map), and no verdict has been read since."""
+        return self._elsewhere
+
+    @property
     def stale(self) -> bool:
         """A connection reached a server the verdict was not read on (or the slot map changed)."""
         return self._stale
@@ -62,7 +73,7 @@ class ServerWatch:
         another change came in while it was read (a failed read settles nothing)."""
         with self._lock:
             if self.changes == changes:
-                self._stale = False
+                self._stale = self._elsewhere = False
 
     def mark_stale(self) -> None:
         """The servers may have changed (a cluster's slot map was refreshed)."""
@@ -73,6 +84,8 @@ class ServerWatch:
     def _connected(self, conn: Any) -> None:
         run_id = read_run_id(conn)
         if run_id is not None and run_id not in self._known:
+            with self._lock:
+                self._elsewhere = True
             self.mark_stale()
 
 

@@ -31,8 +31,8 @@ from postbox.consumer import dlq_record
 from postbox.errors import IncidentError, PostboxError, UnknownTopicError
 from postbox.kafka_cluster import DLQ_SUFFIX, Kafka
 from postbox.topics import TOPIC_PREFIX
+from postbox.consumer.dlq_record import REPLAY_OF_HEADER
 from postbox.incident.records import (
-    REPLAY_OF_HEADER,
     RecordView,
     parse_iso,
     render,

@@ -62,6 +62,10 @@ def _postgres(settings: Settings, pipeline: Pipeline) -> list[Check]:
     except psycopg.Error as exc:
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else "connection failed"
         fix = "start it with `postbox up`, or fix POSTBOX_DATABASE_URL"
+        if "does not exist" in text:
+            from postbox.conninfo import no_database_hint
+
+            fix = no_database_hint(settings.database_url) or fix
         return [Check("postgres reachable", "fail", text, fix)] + [
             Check(n, "skip", "PostgreSQL unreachable") for n in ("wal_level", "replication slot", "publication")
         ]
@@ -228,11 +232,10 @@ def _eviction(client: Any) -> Check:
 
 def _marker_ttl(settings: Settings, kafka_factory: Callable[[], Any]) -> list[Check]:
     """#12.2: every group's marker TTL outlives the time Kafka can bring its records back."""
-    import redis
-
     from postbox.incident.marker_ttl import check_groups
+    from postbox.redis_client import connect
 
-    client = redis.Redis.from_url(settings.redis_url, socket_connect_timeout=3, socket_timeout=10)
+    client = connect(settings.redis_url, socket_connect_timeout=3, socket_timeout=10)  # a Sentinel or Cluster URL too
     kafka = kafka_factory()
     try:
         verdicts = check_groups(kafka, client)

@@ -61,9 +61,9 @@ def reading_database_url(flag: str | None, app_url: str, local_maint_url: str | 
         if url:
             return url, env_source(var)
     if local_maint_url:
-        from urllib.parse import urlsplit
+        from postbox.conninfo import host_is_local
 
-        if urlsplit(app_url).hostname in ("127.0.0.1", "localhost"):
+        if host_is_local(app_url):
             return local_maint_url, "local stack (postbox_maint)"
     return app_url, "POSTBOX_DATABASE_URL (app role)"
 

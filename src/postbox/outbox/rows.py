@@ -264,10 +264,12 @@ def _key(aggregate_type: str, aggregate_id: AggregateId, event_type: str) -> str
         aggregate_id = str(aggregate_id)
     if not isinstance(aggregate_id, str) or not aggregate_id:
         raise PayloadError(
-            f"{aggregate_type}/{event_type}: aggregate_id {aggregate_id!r} must be a non-empty string (it is the Kafka key)",
+            f"{shown(str(aggregate_type))}/{shown(str(event_type))}: aggregate_id {aggregate_id!r} must be a non-empty "
+            "string (it is the Kafka key)",
             event_type=event_type,
             field="aggregate_id",
             value=aggregate_id,
+            fix="nothing was written; pass the aggregate's id as a non-empty str, an int or a UUID",
         )
     _require_deliverable(aggregate_type, aggregate_id, event_type)
     return aggregate_id

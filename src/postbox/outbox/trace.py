@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 
 from postbox.errors import TraceContextError
+from postbox.outbox.deliverable import MAX_TRACEPARENT_BYTES
 
 _PATTERN = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-[0-9a-zA-Z_.-]*)?$")
 
@@ -22,7 +23,16 @@ current_traceparent: ContextVar[str | None] = ContextVar("postbox_traceparent", 
 
 
 def validate_traceparent(value: str) -> str:
-    """Return ``value`` if it is a valid W3C traceparent, else raise TraceContextError saying why."""
+    """Return ``value`` if it is a valid W3C traceparent the connector can carry as a header, else
+    raise TraceContextError saying why (a longer one would be refused by the database's domain,
+    aborting the caller's transaction)."""
+    size = len(value.encode("utf-8", "surrogatepass"))
+    if size > MAX_TRACEPARENT_BYTES:
+        raise TraceContextError(
+            f"traceparent is {size:,} bytes, over the header limit (at most {MAX_TRACEPARENT_BYTES} bytes): "
+            f"{value[:60]!r}...",
+            fix="pass the caller's traceparent as it came (version-traceid-parentid-flags, 55 bytes for version 00)",
+        )
     match = _PATTERN.match(value)
     if not match:
         raise TraceContextError(

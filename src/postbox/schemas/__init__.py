@@ -1,7 +1,7 @@
 """Event schemas: the repository of `.avsc` files, their fingerprints and their compatibility."""
 
 from postbox.schemas.compat import CompatibilityReport, check_folder, check_pair
-from postbox.schemas.fingerprint import canonical_form, fingerprint, rabin64
+from postbox.schemas.fingerprint import canonical_form, fingerprint
 from postbox.schemas.repository import EventSchema, SchemaRepository, scan
 
 __all__ = [
@@ -12,6 +12,5 @@ __all__ = [
     "check_folder",
     "check_pair",
     "fingerprint",
-    "rabin64",
     "scan",
 ]

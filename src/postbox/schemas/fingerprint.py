@@ -1,4 +1,4 @@
-"""CRC-64-AVRO schema fingerprints, as the Avro specification defines them.
+"""CRC-64-AVRO schema fingerprints, as the Avro specification defines them, computed by fastavro.
 
 The fingerprint is the 64-bit Rabin fingerprint of a schema's Parsing Canonical Form (PCF: the
 schema with doc, defaults, aliases and whitespace removed and names fully qualified). Two schemas
@@ -11,31 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from fastavro.schema import fingerprint as _fastavro_fingerprint
 from fastavro.schema import to_parsing_canonical_form
 
-#: The CRC-64-AVRO "empty" value from the specification.
-EMPTY = 0xC15D213AA4D7A795
-
-
-def _table() -> tuple[int, ...]:
-    table = []
-    for i in range(256):
-        fp = i
-        for _ in range(8):
-            fp = (fp >> 1) ^ (EMPTY & -(fp & 1))
-        table.append(fp)
-    return tuple(table)
-
-
-_TABLE = _table()
-
-
-def rabin64(data: bytes) -> int:
-    """The CRC-64-AVRO fingerprint of ``data`` as an unsigned integer."""
-    fp = EMPTY
-    for byte in data:
-        fp = (fp >> 8) ^ _TABLE[(fp ^ byte) & 0xFF]
-    return fp
+ALGORITHM = "CRC-64-AVRO"
 
 
 def canonical_form(parsed_schema: Any) -> str:
@@ -44,8 +23,9 @@ def canonical_form(parsed_schema: Any) -> str:
 
 
 def fingerprint_of_canonical(canonical: str) -> bytes:
-    """The 8 fingerprint bytes (little-endian) of a canonical form, as single-object encoding writes them."""
-    return rabin64(canonical.encode("utf-8")).to_bytes(8, "little")
+    """The 8 fingerprint bytes (little-endian) of a canonical form, as single-object encoding
+    writes them: fastavro's hex is already that byte order."""
+    return bytes.fromhex(_fastavro_fingerprint(canonical, ALGORITHM))
 
 
 def fingerprint(parsed_schema: Any) -> bytes:
