@@ -146,6 +146,17 @@ def test_the_batch_error_keeps_its_class_fields_and_fix() -> None:
     assert raised.value.fix and "events[1]" in str(raised.value)
 
 
+@pytest.mark.parametrize("bad", [{"aggregate_type": "order"}, ("order", "k", "OrderCancelled", {}), None])
+def test_an_element_that_is_not_a_new_event_is_refused_naming_its_index(bad: Any) -> None:
+    """A dict or tuple in the list (a plausible slip) is a TypeError naming where it is and what
+    to pass, not an AttributeError naming neither."""
+    events: list[Any] = [NewEvent("order", "k", "OrderCancelled", cancelled(i)) for i in range(5)]
+    events[3] = bad
+    with pytest.raises(TypeError, match=r"^emit_many: events\[3\] \(of 5\) is a \w+, not a NewEvent") as raised:
+        Outbox(codec=CODEC).plan_many(events)
+    assert "NewEvent(aggregate_type, aggregate_id, event_type, payload)" in str(raised.value)
+
+
 # -- the same rows as one emit per event ------------------------------------------------------
 
 keys = st.one_of(st.from_regex(r"[a-z0-9-]{1,12}", fullmatch=True), st.text(min_size=1, max_size=6).filter(lambda s: "\x00" not in s),

@@ -169,17 +169,21 @@ class _Generator:
             return self._record(node, var, pad, indent, depth)
         if kind in ("array", "map"):
             return self._container(kind, node, var, pad, indent, depth)
-        if kind == "enum":
-            index = self._constant({symbol: i for i, symbol in enumerate(node["symbols"])}, "_SYMBOLS")
-            return [f"{pad}if type({var}) is not str:", f"{pad}    return False", f"{pad}{var} = {index}.get({var})",
-                    f"{pad}if {var} is None:", f"{pad}    return False", *self._count_of(var, pad)]
-        if kind == "fixed":
-            return [f"{pad}if type({var}) is not bytes or len({var}) != {int(node['size'])}:", f"{pad}    return False",
-                    f"{pad}out += {var}"]
+        if kind in ("enum", "fixed"):
+            return self._enum_or_fixed(kind, node, var, pad)
         primitive = _PRIMITIVES.get(kind) if isinstance(kind, str) else None
         if primitive is None:
             return [f"{pad}return False  # not a node this writer knows"]
         return self._primitive(primitive, var, pad)
+
+    def _enum_or_fixed(self, kind: str, node: Mapping[str, Any], var: str, pad: str) -> list[str]:
+        """An enum (its symbol's index, from a table) or a fixed (exactly its size in bytes)."""
+        if kind == "enum":
+            index = self._constant({symbol: i for i, symbol in enumerate(node["symbols"])}, "_SYMBOLS")
+            return [f"{pad}if type({var}) is not str:", f"{pad}    return False", f"{pad}{var} = {index}.get({var})",
+                    f"{pad}if {var} is None:", f"{pad}    return False", *self._count_of(var, pad)]
+        return [f"{pad}if type({var}) is not bytes or len({var}) != {int(node['size'])}:", f"{pad}    return False",
+                f"{pad}out += {var}"]
 
     def _primitive(self, lines: list[str], var: str, pad: str) -> list[str]:
         size = self._fresh("n")

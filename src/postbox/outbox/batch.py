@@ -230,62 +230,72 @@ def _spread(runs: list[tuple[BatchKind, int]], field: int) -> Iterator[Any]:
 
 def encode_batch(events: Sequence[NewEvent], kind_for: KindFor) -> EncodedBatch:
     """Check and encode ``events`` (in order) into one :class:`EncodedBatch`, or raise naming the
-    first bad event by its index; ``kind_for`` checks what a kind shares and is asked once per kind.
+    first bad event by its index; ``kind_for`` checks what a kind shares and is asked once per kind."""
+    n = len(events)
+    ids = uuid7_block(n)
+    out = bytearray(COPY_HEADER)
+    keys: list[str] = []
+    try:
+        runs, all_ascii = _encode_rows(events, ids, kind_for, out, keys)
+    except Exception as exc:  # noqa: BLE001 - every error is re-raised, saying which event it is about
+        refused = _in_batch(exc, events, len(keys))  # the events before it each appended their key
+        if refused is exc:
+            raise
+        raise refused from exc
+    out += COPY_TRAILER
+    return EncodedBatch(out, ids, runs, keys, all_ascii)
+
+
+def _encode_rows(events: Sequence[NewEvent], ids: bytes, kind_for: KindFor, out: bytearray,
+                 keys: list[str]) -> tuple[list[tuple[int, BatchKind]], bool]:
+    """Append the COPY row of each event to ``out`` and its key to ``keys``; returns the runs of
+    kinds and whether every text column is ASCII. Raises at the first bad event.
 
     One loop on purpose: it runs once per event of every large batch, and each call or object
     saved in it is saved ten thousand times in a batch of ten thousand. An event of the same kind
     as the one before it (the same name objects, no options) finds its kind without a lookup.
     """
-    n = len(events)
-    ids = uuid7_block(n)
-    out = bytearray(COPY_HEADER)
     runs: list[tuple[int, BatchKind]] = []
-    keys: list[str] = []
     known: dict[Any, BatchKind] = {}
     all_ascii = True
     last_type: Any = _NOTHING
     last_event: Any = _NOTHING
-    try:
-        for event, (event_id,) in zip(events, _IDS.iter_unpack(ids)):
-            aggregate_type, event_type = event.aggregate_type, event.event_type
-            if aggregate_type is not last_type or event_type is not last_event or event.version is not None \
-                    or event.traceparent is not None:
-                kind, last_type, last_event = _kind_of(event, known, kind_for)
-                prefix, head, write, limit = kind.prefix, kind.head, kind.write, kind.limit
-                all_ascii = all_ascii and kind.ascii
-                runs.append((len(keys), kind))
-            key = event.aggregate_id
-            # The key at a glance (deliverable.plain_key, inline); any other key takes every rule.
-            if type(key) is not str or not (0 < len(key) <= MAX_KEY_BYTES and key.isascii() and "\x00" not in key):
-                key = kind.key(key)
-                all_ascii = all_ascii and key.isascii()
-            data = key.encode()
-            out += prefix
-            out += event_id
-            out += _pack_length(len(data))
-            out += data
-            mark = len(out)
-            out += head
-            payload = event.payload
-            written = False
-            if write is not None and type(payload) is dict:
-                try:
-                    written = write(payload, out)
-                except Exception:  # noqa: BLE001 - e.g. a float beyond its range: the general path decides
-                    written = False
-            if not written:
-                del out[mark + 4:]
-                out += kind.encode(payload)
-            size = len(out) - mark - 4
-            if size > limit:
-                raise kind.too_large(size)
-            _pack_length_into(out, mark, size)
-            keys.append(key)
-    except (PostboxError, TypeError) as exc:
-        _in_batch(exc, len(keys), n)  # the events before it each appended their key
-        raise
-    out += COPY_TRAILER
-    return EncodedBatch(out, ids, runs, keys, all_ascii)
+    for event, (event_id,) in zip(events, _IDS.iter_unpack(ids)):
+        aggregate_type, event_type = event.aggregate_type, event.event_type
+        if aggregate_type is not last_type or event_type is not last_event or event.version is not None \
+                or event.traceparent is not None:
+            kind, last_type, last_event = _kind_of(event, known, kind_for)
+            prefix, head, write, limit = kind.prefix, kind.head, kind.write, kind.limit
+            all_ascii &= kind.ascii
+            runs.append((len(keys), kind))
+        key = event.aggregate_id
+        # The key at a glance (deliverable.plain_key, inline); any other key takes every rule.
+        if type(key) is not str or not (0 < len(key) <= MAX_KEY_BYTES and key.isascii() and "\x00" not in key):
+            key = kind.key(key)
+            all_ascii &= key.isascii()
+        data = key.encode()
+        out += prefix
+        out += event_id
+        out += _pack_length(len(data))
+        out += data
+        mark = len(out)
+        out += head
+        payload = event.payload
+        written = False
+        if write is not None and type(payload) is dict:
+            try:
+                written = write(payload, out)
+            except Exception:  # noqa: BLE001 - e.g. a float beyond its range: the general path decides
+                written = False
+        if not written:
+            del out[mark + 4:]
+            out += kind.encode(payload)
+        size = len(out) - mark - 4
+        if size > limit:
+            raise kind.too_large(size)
+        _pack_length_into(out, mark, size)
+        keys.append(key)
+    return runs, all_ascii
 
 
 #: No event's name is this object: the kind of the event before the first is nothing.
@@ -307,17 +317,27 @@ def _kind_of(event: NewEvent, known: dict[Any, BatchKind], kind_for: KindFor) ->
     return kind, aggregate_type, event_type
 
 
-def _in_batch(exc: Exception, index: int, size: int) -> None:
-    """Make ``exc``'s message say which event of the batch it is about (the same object: its
-    class, fields and cause kept)."""
-    where = f"emit_many: events[{index}] (of {size})"
+#: What an element of a batch must have (a :class:`NewEvent`, or an object with its fields).
+_EVENT_FIELDS = ("aggregate_type", "aggregate_id", "event_type", "payload", "version", "traceparent")
+
+
+def _in_batch(exc: Exception, events: Sequence[Any], index: int) -> Exception:
+    """``exc`` saying which event of the batch it is about: the same object, its class, fields,
+    cause and traceback kept (a PostboxError's or a TypeError's message starts with where; any
+    other exception gets a note). An element that is not an event at all is a TypeError of its own."""
+    where = f"emit_many: events[{index}] (of {len(events)})"
+    event = events[index] if index < len(events) else None
+    if isinstance(exc, AttributeError) and not all(hasattr(event, name) for name in _EVENT_FIELDS):
+        return TypeError(f"{where} is a {type(event).__name__}, not a NewEvent: nothing was sent; pass "
+                         "NewEvent(aggregate_type, aggregate_id, event_type, payload) for each event")
     if isinstance(exc, PostboxError):
         exc.message = f"{where}: {exc.message}"
         exc.args = (exc.message, *exc.args[1:])
-    elif exc.args and isinstance(exc.args[0], str):
+    elif isinstance(exc, TypeError) and exc.args and isinstance(exc.args[0], str):
         exc.args = (f"{where}: {exc.args[0]}", *exc.args[1:])
     else:
         exc.add_note(where)
+    return exc
 
 
 __all__ = ["COPY_HEADER", "COPY_PIECE", "COPY_TRAILER", "ID_LENGTH", "BatchKind", "EncodedBatch", "copy_field", "encode_batch"]
