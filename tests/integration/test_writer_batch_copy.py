@@ -207,3 +207,55 @@ def test_a_copied_batch_stores_what_one_emit_per_event_stores(batch: list[tuple[
     copied, one_by_one = stored(names[0]), stored(names[1])
     assert len(copied) == len(batch)
     assert [row[1:] for row in copied] == [row[1:] for row in one_by_one]
+
+
+texts = st.text(max_size=12).filter(lambda s: "\x00" not in s)
+longs = st.integers(-(2**63), 2**63 - 1)
+moments = st.datetimes(min_value=datetime(1900, 1, 1), max_value=datetime(2300, 1, 1), timezones=st.just(timezone.utc))
+
+
+@st.composite
+def mixed_events(draw: st.DrawFn) -> tuple[str, str, dict[str, object], int | None, str | None]:
+    """(key, event type, payload, version, traceparent): several kinds in one batch, the payloads'
+    values across their types' ranges (text of any script, either end of a long, old and far
+    timestamps, an optional field left out or null)."""
+    key = draw(st.one_of(st.from_regex(r"[a-z0-9]{1,6}", fullmatch=True), texts.filter(bool)))
+    trace = draw(st.sampled_from([None, TP]))
+    if draw(st.booleans()):
+        return key, "OrderCancelled", {"order_id": draw(texts), "reason": draw(texts), "cancelled_at": draw(moments)}, None, trace
+    payload: dict[str, object] = {
+        "order_id": draw(texts), "customer_id": draw(texts), "total_cents": draw(longs), "placed_at": draw(moments),
+        "items": draw(st.lists(st.fixed_dictionaries({"sku": texts, "quantity": st.integers(-(2**31), 2**31 - 1),
+                                                       "unit_price_cents": longs}), max_size=3))}
+    version = draw(st.sampled_from([None, 1, 2]))
+    if version != 1:
+        payload.update(draw(st.fixed_dictionaries({}, optional={"currency": texts, "coupon": st.none() | texts})))
+    return key, "OrderPlaced", payload, version, trace
+
+
+@pytest.mark.parametrize("encoding", ["avro", "json"])
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(batch=st.lists(mixed_events(), min_size=COPY_MIN_ROWS, max_size=120))
+def test_a_copied_batch_of_mixed_kinds_and_payloads_stores_what_one_emit_per_event_stores(
+        encoding: str, batch: list[tuple[str, str, dict[str, object], int | None, str | None]],
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """As above, with several event types and versions in one batch, every payload value type and
+    both encodings: the COPY stores, column for column, what one emit per event stores."""
+    tmp = tmp_path_factory.mktemp("schemas")
+    token = uuid.uuid4().hex[:10]
+    names = [f"m{token}{n}" for n in range(2)]
+    for name in names:
+        shutil.copytree(ROOT / "schemas" / "order", tmp / name)
+    outbox = Outbox(codec=AvroCodec(SchemaRepository.load(tmp)), encoding=encoding)
+    with psycopg.connect(Settings.load().database_url) as conn:
+        copied_batch = [NewEvent(names[0], k, t, p, version=v, traceparent=tp) for k, t, p, v, tp in batch]
+        assert outbox.plan_many(copied_batch).copies(conn)
+        with conn.transaction():
+            returned = outbox.emit_many(conn, copied_batch)
+        with conn.transaction():
+            one_by_one = [outbox.emit(conn, names[1], k, t, p, version=v, traceparent=tp) for k, t, p, v, tp in batch]
+    assert [(e.aggregate_id, e.event_type, e.schema_version, e.traceparent) for e in returned] == \
+        [(e.aggregate_id, e.event_type, e.schema_version, e.traceparent) for e in one_by_one]
+    copied, single = stored(names[0]), stored(names[1])
+    assert len(copied) == len(batch)
+    assert [row[1:] for row in copied] == [row[1:] for row in single]
