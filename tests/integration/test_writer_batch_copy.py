@@ -28,6 +28,7 @@ from postbox.db import init_database
 from postbox.errors import OutboxError, PayloadError
 from postbox.outbox import AsyncOutbox, NewEvent, Outbox, Retention
 from postbox.outbox.core import COPY_MIN_ROWS
+from postbox.pipelines import Pipeline
 from postbox.schemas import SchemaRepository
 from postbox.settings import Settings
 from postbox.stack.stack import admin_database_url
@@ -169,6 +170,34 @@ def test_delete_retention_deletes_a_copied_batch_in_the_transaction(scratch_db: 
             emitted = outbox.emit_many(conn, events(agg, 300))
             assert len(emitted) == 300
     assert written(agg, scratch_db) == []
+
+
+def test_a_copied_batch_lands_in_its_pipelines_outbox_only(unique: str, agg: str, codec: AvroCodec) -> None:
+    """Two pipelines in one database: the COPY of ``Outbox(pipeline=...)`` writes that pipeline's
+    table, as its INSERT does, and nothing of the other's."""
+    name = f"postbox_cp{unique}"
+    with psycopg.connect(admin_database_url(), autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    admin = make_conninfo(admin_database_url(), dbname=name)
+    first, second = Pipeline.parse(None, environ={}), Pipeline(f"cp{unique}")
+    try:
+        for pipeline in (first, second):
+            init_database(admin, app_password=None, cdc_password=None, pipeline=pipeline)
+        outbox = Outbox(codec=codec, pipeline=second)
+        with psycopg.connect(make_conninfo(Settings.load().database_url, dbname=name)) as conn:
+            assert outbox.plan_many(events(agg, 200)).copies(conn)
+            with conn.transaction():
+                emitted = outbox.emit_many(conn, events(agg, 200))
+        with psycopg.connect(admin) as conn:
+            counts = [conn.execute(sql.SQL("SELECT count(*) FROM {}.outbox").format(sql.Identifier(p.schema))).fetchone()[0]
+                      for p in (first, second)]
+            ids = [i for (i,) in conn.execute(sql.SQL("SELECT id::text FROM {}.outbox ORDER BY created_at, ctid").format(
+                sql.Identifier(second.schema)))]
+        assert counts == [0, 200]
+        assert ids == [str(e.id) for e in emitted]
+    finally:
+        with psycopg.connect(admin_database_url(), autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 def test_no_outbox_table_is_the_error_with_the_fix(pg_conn: psycopg.Connection, agg: str, codec: AvroCodec) -> None:
