@@ -497,13 +497,9 @@ class Pipeline:
         """Withdraw the verdicts written for records whose dead letter was not written (see
         :meth:`EffectsEngine.withdraw_failures`); not withdrawn, the retry dead-letters them."""
         refs = [i.ref for i in items if i.ref is not None]
-        if not refs:
-            return
-        try:
-            self.engine.withdraw_failures(refs)
-        except TransientEffectError as exc:
-            log_event(log, logging.WARNING, "failure verdicts of records not dead-lettered could not be withdrawn: "
-                      "the retry dead-letters them without running them", error=str(exc), events=[r.id for r in refs])
+        if refs:
+            _best_effort(lambda: self.engine.withdraw_failures(refs), [r.id for r in refs], "failure verdicts of records not "
+                         "dead-lettered could not be withdrawn: the retry dead-letters them without running them")
 
     def _note_delivered(self, items: list[Item]) -> None:
         """Mark the verdicts of acknowledged dead letters as delivered in their markers, so a
@@ -511,13 +507,9 @@ class Pipeline:
         letter. Not noted (Redis unreachable): that dead letter may be written again; the event
         never runs again either way (the verdict stays)."""
         noted = [(i.ref, i.failure.error_class, i.failure.error) for i in items if i.ref is not None and i.failure is not None]
-        if not noted:
-            return
-        try:
-            self.engine.mark_delivered(noted)
-        except TransientEffectError as exc:
-            log_event(log, logging.WARNING, "dead letters acknowledged but not noted in their markers: "
-                      "a redelivery would write them again", error=str(exc), events=[ref.id for ref, _, _ in noted])
+        if noted:
+            _best_effort(lambda: self.engine.mark_delivered(noted), [ref.id for ref, _, _ in noted],
+                         "dead letters acknowledged but not noted in their markers: a redelivery would write them again")
 
     def _not_applied_before(self, failed: list[Item], batch: Batch) -> tuple[list[Item], set[int]]:
         """Leave each handler failure's verdict in its event's marker before anything after it is
@@ -637,6 +629,14 @@ def _effect_failed(item: Item, result: ApplyResult) -> None:
     where = f" at command {result.command_index} ({result.command})" if result.command_index is not None else ""
     item.failure = Failure(classes.effect_failed(code), f"effect failed{where}: {result.error}", 1, recorded=not result.cross_slot)
     item.fx = None
+
+
+def _best_effort(write: Callable[[], None], events: list[str], warning: str) -> None:
+    """Run a marker write whose failure loses nothing but a shortcut (Redis unreachable: logged)."""
+    try:
+        write()
+    except TransientEffectError as exc:
+        log_event(log, logging.WARNING, warning, error=str(exc), events=events)
 
 
 def _latencies(applied: list[Item]) -> list[float]:
