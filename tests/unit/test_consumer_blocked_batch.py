@@ -28,7 +28,7 @@ from postbox.consumer.partition_state import PartitionState
 from postbox.effects.durability import Durability
 from postbox.effects.engine import Outcome
 from postbox.errors import TransientEffectError
-from tests.support.kafka import StandInRecord
+from tests.support.kafka import PartitionedRecord
 
 BLOCKED = 3
 #: After the block: a handler that fails for good, an undecodable record, good records.
@@ -36,17 +36,7 @@ RAISES, UNDECODABLE = 5, 6
 P0_RECORDS, P1_RECORDS = 8, 4
 
 
-class Record(StandInRecord):
-    def __init__(self, partition: int, offset: int) -> None:
-        super().__init__(offset)
-        self._partition = partition
-
-    def partition(self) -> int:
-        return self._partition
-
-    def key(self) -> bytes:
-        return b"a%d" % self._partition
-
+class Record(PartitionedRecord):
     def value(self) -> bytes:
         if self._partition == 0 and self._offset == UNDECODABLE:
             return b"not json"

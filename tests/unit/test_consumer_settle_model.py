@@ -33,7 +33,7 @@ from postbox.effects.durability import Durability
 from postbox.effects.engine import ApplyResult, Outcome
 from postbox.effects.verdicts import Verdict
 from postbox.errors import TransientEffectError
-from tests.support.kafka import StandInRecord
+from tests.support.kafka import PartitionedRecord as Record
 
 PARTITIONS = 3
 #: A record's fate as generated: the engine's verdict, and for a failure whether its dead letter is acknowledged.
@@ -41,18 +41,6 @@ APPLIED, DUPLICATE, FAILED_ACKED, FAILED_UNACKED, HELD = "applied", "duplicate",
 FATES = st.sampled_from([APPLIED, APPLIED, APPLIED, DUPLICATE, FAILED_ACKED, FAILED_UNACKED, HELD])
 
 
-class Record(StandInRecord):
-    """StandInRecord on a partition of its own (aggregate per partition)."""
-
-    def __init__(self, partition: int, offset: int) -> None:
-        super().__init__(offset)
-        self._partition = partition
-
-    def partition(self) -> int:
-        return self._partition
-
-    def key(self) -> bytes:
-        return b"a%d" % self._partition
 
 
 class ScriptedEngine:
