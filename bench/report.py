@@ -103,7 +103,8 @@ def _interpreter() -> str:
     """The Python version and which interpreter ran the benchmarks: the same code ran ~25 % faster
     per event on Debian's /usr/bin/python3 than on a default pyenv build of 3.11 on one machine
     (Dec 2026), so figures from different interpreters do not compare."""
-    return f"{platform.python_version()} ({sys.executable})"
+    build = platform.python_build()[1]  # the build date tells a distribution's build from a pyenv one, without a path
+    return f"{platform.python_version()} ({platform.python_implementation()}, built {build}, {platform.python_compiler()})"
 
 
 def versions() -> dict[str, str]:

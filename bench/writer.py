@@ -14,7 +14,9 @@ Measured side by side in one run, 2 client processes (how: below), for these sce
   emit_folded the business INSERT with the event folded into it (execute_and_emit: one statement)
   emit_general  ``emit`` with the payload taken through the general path (compiled check, then
               fastavro), as before #17's one-pass writer: the writer's speed-up in one run
-  batch       emit_many of N events in one transaction
+  batch       emit_many of N events in one transaction (one binary COPY)
+  batch_pipelined  the same inside a pipelined transaction (``outbox.transaction()``'s default),
+              where psycopg cannot COPY: emit_many's INSERT form
 
 and the pgbench-equivalent references (no postbox code: a hand-made statement, payload bytes and
 ids made in advance), pipelined like ``emit``, so emit_vs_reference separates our cost from the
@@ -33,7 +35,7 @@ and, for batches, the same N events written by hand (ids and payload bytes made 
 postbox code), each in one transaction, interleaved with ``batch``:
 
   batch_copy        COPY ... FROM STDIN (FORMAT BINARY)            (the fastest the database takes)
-  batch_insert      the same one-statement unnest INSERT emit_many sends
+  batch_insert      the one-statement unnest INSERT emit_many sends where it cannot COPY
   batch_statements  one INSERT per event through one pipeline      (what emit_many sent before #17)
 
 and ``batch_before``: emit_many as it was before #17 (prepare_event per event, its payload through
@@ -429,7 +431,7 @@ def measure_costs(kinds: list[str], url: str, outboxes: Outboxes, payload: bytes
     return Costs({k: (c.client / done * 1e6, c.server / done * 1e6) for k, c in spent.items()}, per_block)
 
 
-BATCH_KINDS = ("batch", "batch_before", "batch_copy", "batch_insert", "batch_statements")
+BATCH_KINDS = ("batch", "batch_pipelined", "batch_before", "batch_copy", "batch_insert", "batch_statements")
 COPY_SQL = "COPY postbox.outbox (id, aggregate_type, aggregate_id, event_type, payload, traceparent) FROM STDIN (FORMAT BINARY)"
 
 
@@ -443,6 +445,9 @@ def measure_batch(kind: str, url: str, outboxes: Outboxes, payload: bytes, size:
         with conn.transaction():
             if kind == "batch":
                 outboxes[0].emit_many(conn, events)
+            elif kind == "batch_pipelined":
+                with conn.pipeline():
+                    outboxes[0].emit_many(conn, events)
             elif kind == "batch_before":
                 prepared = [outboxes[2].rows.prepare_event(e) for e in events]
                 with conn.pipeline(), conn.cursor() as cur:
@@ -523,6 +528,7 @@ BATCH_RATIOS = [
     ("batch_vs_hand_insert", None, "batch", "batch_insert"),
     ("batch_vs_statements", None, "batch", "batch_statements"),
     ("batch_vs_before", "batch_vs_before_cpu", "batch", "batch_before"),
+    ("batch_pipelined_vs_hand_insert", None, "batch_pipelined", "batch_insert"),
 ]
 
 
@@ -644,7 +650,8 @@ def main() -> None:
               f"{_figure(figures, cpu_figure_of(figure)):>12}{_iqr(cpu):>13}")
     print(f"{'batch of ' + str(batch) + ' events (events/s)':<46}{'':>9}{'ratio':>9}{'IQR':>13}{'client µs':>10}"
           f"{'server µs':>10}{'cpu ratio':>12}")
-    for label, kind, figure in [("batch emit_many", "batch", None), ("  emit_many as before #17", "batch_before", "batch_vs_before"),
+    for label, kind, figure in [("batch emit_many (COPY)", "batch", None), ("  emit_many as before #17", "batch_before", "batch_vs_before"),
+                                ("  emit_many pipelined (INSERT) vs hand-made", "batch_pipelined", "batch_pipelined_vs_hand_insert"),
                                 ("  hand-made COPY (binary)", "batch_copy", "batch_vs_copy"),
                                 ("  hand-made unnest INSERT", "batch_insert", "batch_vs_hand_insert"),
                                 ("  one INSERT per event, pipelined", "batch_statements", "batch_vs_statements")]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import settings as hypothesis_settings
@@ -22,6 +23,9 @@ from postbox.stack.addresses import local_stack_env
 # variable already set (an external stack) wins.
 for _name, _value in local_stack_env().items():
     os.environ.setdefault(_name, _value)
+# The reference shop's Lua functions, named as a service names its own (nothing loads Lua files
+# from the working directory by default).
+os.environ.setdefault("POSTBOX_LUA_DIR", str(Path(__file__).resolve().parents[1] / "consumers" / "lua"))
 
 # pytest-xdist's workers inherit COLUMNS=80 where a plain run has none, and the CLI's rich consoles
 # keep the COLUMNS they find when postbox.cli.output is first imported: in-process CLI runs would be

@@ -13,8 +13,10 @@ searches the file system for a marker file:
 - event schemas: ``POSTBOX_SCHEMAS_DIR`` (or an argument: ``Outbox(schemas_dir=...)``,
   ``App(schemas_dir=...)``, ``--schemas-dir``/``--dir``); when unset, ``./schemas`` of the working
   directory if there is one;
-- user Lua effect functions: ``POSTBOX_LUA_DIR``; when unset, ``./consumers/lua`` of the working
-  directory if there is one, else none.
+- user Lua effect functions: ``POSTBOX_LUA_DIR`` (or ``functions_dir=`` in code) only; when
+  unset, none. Never the working directory by default: those files run inside Redis with the
+  consumer's rights, and a consumer started from another folder would load whatever it found
+  there. The local stack names its checkout's ``consumers/lua`` (:mod:`postbox.stack.addresses`).
 
 The local stack (``postbox up``) is a development tool that runs from a postbox checkout; it finds
 that checkout itself (:mod:`postbox.stack.checkout`).
@@ -45,8 +47,9 @@ CONNECTOR_TEMPLATE = CONNECTORS_DIR / "outbox.json"
 
 SCHEMAS_DIR_ENV = "POSTBOX_SCHEMAS_DIR"
 LUA_DIR_ENV = "POSTBOX_LUA_DIR"
-#: The defaults, relative to the working directory (a service run from its own folder).
+#: The default, relative to the working directory (a service run from its own folder).
 DEFAULT_SCHEMAS_DIR = Path("schemas")
+#: Where the reference functions live in a checkout (the local stack names it; not a default).
 DEFAULT_LUA_DIR = Path("consumers") / "lua"
 
 SCHEMAS_LAYOUT = "<aggregate_type>/<EventType>.v<N>.avsc"
@@ -74,13 +77,12 @@ def schemas_dir(explicit: Path | str | None = None, environ: Mapping[str, str] |
 
 
 def lua_functions_dir(environ: Mapping[str, str] | None = None) -> Path | None:
-    """The user Lua effect functions' folder: ``POSTBOX_LUA_DIR``, else ``./consumers/lua`` if it
-    exists, else None (no user functions; ``fx.call`` then fails naming the missing function)."""
+    """The user Lua effect functions' folder: ``POSTBOX_LUA_DIR``, else None (no user functions;
+    ``fx.call`` then fails naming the missing function and the setting)."""
     env = os.environ if environ is None else environ
     if env.get(LUA_DIR_ENV):
         return _existing_dir(Path(env[LUA_DIR_ENV]), f"{LUA_DIR_ENV}={env[LUA_DIR_ENV]}", "<name>.lua files")
-    default = Path.cwd() / DEFAULT_LUA_DIR
-    return default if default.is_dir() else None
+    return None
 
 
 def _existing_dir(path: Path, setting: str, holding: str) -> Path:

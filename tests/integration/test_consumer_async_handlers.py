@@ -73,7 +73,7 @@ def test_async_handler_applied_exactly_once_by_the_harness(settings):
     aggregate_id = uuid.uuid4().hex[:8]
     event = make_event("Counted", {"seq": 7}, aggregate_type="harness", aggregate_id=aggregate_id)
     keys = aggregate_keys("harness", aggregate_id)
-    with EffectsHarness(settings.redis_url) as h:
+    with EffectsHarness(settings.redis_url, cleanup=True) as h:
         assert h.deliver(counted_later, event).applied
         assert h.deliver(app, event).duplicate  # the App dispatches to the same async handler
         assert h.redis.lrange(keys("seq"), 0, -1) == [b"7"]

@@ -23,6 +23,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 
 from postbox.consumer import App, ConsumerConfig
 from postbox.effects import Effects, aggregate_keys
+from postbox.effects.keys import EventRef, KeyLayout
 from postbox.events import Event
 from tests.apps.counting import record
 from tests.support.consumers import ThreadedRuntime, committed, create_topic, produce, read_all, router_headers, wait_for
@@ -30,6 +31,9 @@ from tests.support.consumers import ThreadedRuntime, committed, create_topic, pr
 pytestmark = pytest.mark.integration
 
 FIXED = threading.Event()
+#: Set once the gated handler ran with the fix deployed: every attempt that failed before it has
+#: met the refusing topic (the runtime prepares the next batch while one is in flight).
+RAN_FIXED = threading.Event()
 order_app = App()
 
 
@@ -43,6 +47,7 @@ def gated(event: Event, fx: Effects) -> None:
     """Fails until the test 'deploys the fix' (FIXED), then records like Counted."""
     if not FIXED.is_set():
         raise ValueError("not fixed yet")
+    RAN_FIXED.set()
     record(event, fx)
 
 
@@ -83,6 +88,7 @@ def test_a_refused_dead_letter_never_lets_a_later_event_of_its_partition_apply_f
     redis_client.set(f"{{{agg}:a}}:str", "a string, not a hash")
     redis_client.set(f"{{{agg}:b}}:str", "a string, not a hash")
     FIXED.clear()
+    RAN_FIXED.clear()
     records = [
         # partition 0: a handler failure (known before the apply) followed by later events
         _event(agg, "a", "Counted", 1, 0),
@@ -106,6 +112,7 @@ def test_a_refused_dead_letter_never_lets_a_later_event_of_its_partition_apply_f
         during = committed(settings.kafka_bootstrap, group, topic, 2)
         assert all(offset <= 1 for offset in during.values()), during
         FIXED.set()  # a fixed handler is deployed
+        wait_for(RAN_FIXED.is_set, 60, "the fixed handler ran")  # a batch prepared before the fix has met the refusal
         _set_max_message_bytes(admin, dlq, 1_048_588)  # the operator fixes the DLQ topic
         wait_for(lambda: runtime.ok() and committed(settings.kafka_bootstrap, group, topic, 2) == {0: 5, 1: 3}, 60,
                  "both partitions committed to their end")
@@ -124,4 +131,11 @@ def test_a_refused_dead_letter_never_lets_a_later_event_of_its_partition_apply_f
     by_offset = {(m.partition(), int(dict(m.headers())["postbox.origin.offset"])): dict(m.headers()) for m in letters}
     assert set(by_offset) == {(0, 3), (1, 1)}, by_offset
     assert all(h["postbox.error.class"] == b"EffectFailed:WRONGTYPE" for h in by_offset.values())
+    # Both verdicts note their dead letter acknowledged (written on the retry in this same process,
+    # which dead-letters from its memory: a later reader of the record finishes it, sends nothing).
+    layout = KeyLayout("postbox", group, slot_aligned=False)
+    for key, sent in (("a", records[3]), ("b", records[6])):
+        event_id = dict(sent[2])["id"].decode()
+        marker = layout.marker(event_id.encode(), EventRef.for_aggregate(event_id, agg, key).tag_bytes)
+        assert redis_client.get(marker)[:1] == b"D", (key, redis_client.get(marker))
     redis_client.delete(*[f"{{{agg}:{a}}}:{p}" for a in "ab" for p in ("seq", "count", "str")], f"postbox:failures:{group}")

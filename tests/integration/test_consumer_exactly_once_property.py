@@ -3,13 +3,13 @@ one out of order within its aggregate, and never commits past one that is neithe
 dead-lettered.
 
 Driven: the real runtime — batch model, partition states, pipeline (prepare, launch, settle,
-dead letters, owed verdicts in Redis), the real ``DeadLetters``, the real ``EffectsEngine`` and
+dead letters, failure verdicts in the markers), the real ``DeadLetters``, the real ``EffectsEngine`` and
 its Lua script on a private redis-server (AOF, ``appendfsync always``: durable, as the consumer
 requires) — turned one loop at a time (tests/support/consumer_processes.py) over a model of Kafka
 (tests/support/kafka_model.py): per partition a list of records, the group's committed offsets
 that only a commit that lands moves, processes that start again from them, window runs over a
 range (``consume --from --until``, allowed only where the CLI's own check,
-``group_position_problems``, allows it without ``--force``).
+``ahead_of_group``, allows it without ``--force``).
 
 Generated: the events (three aggregates on two partitions) and what each one does — applies, its
 handler raises for good (dead-lettered), asks for a retry once or twice (``Retry``), or its effect
@@ -25,14 +25,13 @@ Checked: at every commit that lands, every record before it is applied or dead-l
 end, every event applied at most once (its handler's counter in the same script), each
 aggregate's events applied in order, every event applied or dead-lettered, and none both.
 
-Two properties: effects that fail keep failing (passes), and effects that may succeed when run
-again (``heal``: what they met is fixed), which finds the paths where a record whose effect failed
-runs again after its successors were applied. Those fail today and are marked xfail (strict): the
-named examples in ``GAPS`` reproduce each one, ``COVERED`` the paths the owed verdicts do hold.
-
-One run a user relies on is documented as allowed and set apart: a window over the group's past
-re-runs an event the group dead-lettered ("what failed there applied now", docs/consumer.md), so
-that event may apply after its successors; it is counted, not a violation.
+Two properties: effects that fail keep failing, and effects that may succeed when run again
+(``heal``: what they met is fixed), which finds the paths where a record whose effect failed could
+run again after its successors were applied. ``PATHS`` names each path it found while the
+verdicts were kept per partition beside the markers (each failed then: the verdict paid at the
+dead letter's ack before the commit landed, none kept before the batch settled, window runs not
+reading them); with the verdicts in the markers every one holds. A window over the group's past
+is held to the same rule: it never runs an event the group dead-lettered.
 
 What the model leaves out: Redis outages and failovers, Redis Cluster (held records, lanes),
 several live members at once (a rebalance here hands the partitions back to the same process),
@@ -57,7 +56,8 @@ from hypothesis import strategies as st
 
 from postbox.consumer import App, ConsumerConfig, Retry
 from postbox.consumer.window import Span
-from postbox.incident.window import WindowRow, group_position_problems
+from postbox.incident.window import WindowRow
+from postbox.incident.window_order import ahead_of_group
 from tests.support.consumer_processes import Process, group_member, window_run
 from tests.support.kafka_model import TOPIC, KafkaModel, LogRecord
 from tests.support.redis_servers import RedisServer
@@ -123,8 +123,7 @@ class Scene:
         self.processes = 0
         self.runner = ""
         self.violations: list[str] = []
-        #: Per window run: the events it may apply out of order (dead-lettered in the group's past).
-        self.redrivable: dict[str, set[str]] = {}
+        self.windows = 0
         self.windows_refused = 0
 
     # -- the app ------------------------------------------------------------------------------
@@ -190,13 +189,11 @@ class Scene:
             high = self.kafka.high(p)
             start = committed.get(p, 0) if from_committed else start_pct * high // 100
             rows.append(WindowRow(Span(TOPIC, p, start, start + length_pct * (high - start) // 100), 0, high))
-        members = 1 if self.group is not None else 0
-        if group_position_problems(rows, {(TOPIC, p): o for p, o in committed.items()}, members):
+        if ahead_of_group(rows, {(TOPIC, p): o for p, o in committed.items()}):
             self.windows_refused += 1  # refused without --force, as the CLI does
             return
-        name = f"window-{len(self.redrivable) + 1}"
-        dead = {e for _p, _o, e in self.kafka.dead_letters}
-        self.redrivable[name] = {r.event_id for p in range(PARTITIONS) for r in self.kafka.log[p][:committed.get(p, 0)] if r.event_id in dead}
+        self.windows += 1
+        name = f"window-{self.windows}"
         run = window_run(name, self.app, self.config, self.client, self.kafka, self.rng, [r.span for r in rows])
         self.runner = name
         for _ in range(turns):
@@ -245,10 +242,6 @@ class Scene:
     def verdict(self) -> list[str]:
         found = list(self.violations)
         counts, dead = self._counts(), Counter(e for _p, _o, e in self.kafka.dead_letters)
-        redriven = set()
-        for a in range(AGGREGATES):
-            by = {k.decode(): v.decode() for k, v in self.client.hgetall(f"{{t:a{a}}}:by").items()}
-            redriven |= {e for e, who in by.items() if e in self.redrivable.get(who, ())}
         for event_id, record in self.records.items():
             kind, applied = self.kinds[event_id][0], counts.get(event_id, 0)
             where = f"{TOPIC}[{record.partition}]@{record.offset} ({kind})"
@@ -256,13 +249,12 @@ class Scene:
                 found.append(f"{where} applied {applied} times")
             if not applied and not dead[event_id]:
                 found.append(f"{where} neither applied nor dead-lettered")
-            if applied and dead[event_id] and event_id not in redriven:
+            if applied and dead[event_id]:
                 found.append(f"{where} both applied and dead-lettered")
         for a in range(AGGREGATES):
             seq_ids = {r.seq: e for e, r in self.records.items() if r.aggregate == f"a{a}"}
             order = [int(s) for s in self.client.lrange(f"{{t:a{a}}}:order", 0, -1)]
-            kept = [s for s in order if seq_ids[s] not in redriven]
-            if kept != sorted(set(kept)):
+            if order != sorted(set(order)):
                 found.append(f"aggregate a{a} applied out of order: {order} (kinds {[self.kinds[seq_ids[s]][0] for s in sorted(seq_ids)]})")
         return found
 
@@ -308,53 +300,39 @@ def test_failures_restarts_failed_commits_and_windows_never_break_exactly_once_o
 
 
 
-# -- effects that succeed when run again: the gaps the property finds ---------------------------------
+# -- effects that succeed when run again ------------------------------------------------------------
 #
 # A record whose effect failed in the script was judged in the same call as its successors, which
-# are applied. Run again once what it met is fixed, it applies after them, and it is in the
-# dead-letter topic as well. The owed verdicts prevent that only while they are in Redis and
-# someone reads them; each case below is a path where nobody does. Two events of one aggregate:
-# the first one's effect fails (until "heal"), the second one applies.
+# are applied. Run again once what it met is fixed, it would apply after them, and be in the
+# dead-letter topic as well. Its verdict in its marker prevents that on every path below (each one
+# failed while the verdicts were kept per partition beside the markers). Two events of one
+# aggregate: the first one's effect fails (until "heal"), the second one applies.
 
 T, HEAL = ("turn",), ("heal",)
-VERDICT_GAPS = ("owed-verdict gaps: a verdict is paid when the dead letter is acknowledged, before the commit "
-          "past it lands, and none is kept before the batch settles; the record then runs again after its successor")
-WINDOW_GAPS = ("window runs neither read nor write the group's owed verdicts: the record then runs again after its successor")
-GAPS = [
-    pytest.param([T, ("commits", True), T, T, ("stop",), HEAL], 0, id="dead-letter-acknowledged-commit-never-lands",
-                 marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=VERDICT_GAPS)),
-    pytest.param([T, T, HEAL, ("crash", False)], 0, id="crash-after-the-ack-before-the-commit-lands",
-                 marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=VERDICT_GAPS)),
-    pytest.param([T, HEAL, ("crash", True)], 0, id="crash-before-the-failed-batch-settles",
-                 marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=VERDICT_GAPS)),
-    pytest.param([("dlq", False), T, T, HEAL, ("stop",), ("window", True, 0, 100, 6)], 0, id="window-over-an-owed-record",
-                 marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=WINDOW_GAPS)),
-    pytest.param([("window", True, 0, 100, 6), HEAL], 0, id="window-ahead-of-a-stopped-group-leaves-its-failure-unowed",
-                 marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=WINDOW_GAPS)),
-]
-
-
-COVERED = [
+PATHS = [
+    pytest.param([T, ("commits", True), T, T, ("stop",), HEAL], 0, id="dead-letter-acknowledged-commit-never-lands"),
+    pytest.param([T, T, HEAL, ("crash", False)], 0, id="crash-after-the-ack-before-the-commit-lands"),
+    pytest.param([T, HEAL, ("crash", True)], 0, id="crash-before-the-failed-batch-settles"),
+    pytest.param([("dlq", False), T, T, HEAL, ("stop",), ("window", True, 0, 100, 6)], 0, id="window-over-an-owed-record"),
+    pytest.param([("window", True, 0, 100, 6), HEAL], 0, id="window-ahead-of-a-stopped-group-meets-the-failure"),
     pytest.param([("dlq", False), T, T, HEAL, ("crash", True)], 0, id="dead-letter-refused-then-a-restart"),
     pytest.param([("dlq", False), T, T, HEAL, ("rebalance",), ("dlq", True), ("tick",), T, T], 0, id="dead-letter-refused-then-a-rebalance"),
     pytest.param([("dlq", False), T, T, HEAL, ("dlq", True), ("tick",), T, T], 0, id="dead-letter-refused-then-the-retry"),
+    pytest.param([T, T, T, ("stop",), HEAL, ("window", False, 0, 100, 6)], 0, id="window-over-the-groups-past-leaves-its-dead-letters"),
 ]
 
 
-@pytest.mark.parametrize(("actions", "seed"), COVERED + GAPS)
+@pytest.mark.parametrize(("actions", "seed"), PATHS)
 def test_a_record_whose_effect_failed_never_runs_again_after_its_successor(server, actions, seed) -> None:
-    """Each path alone: those the owed verdicts cover, and the gaps the property below found
-    (fixed examples, so each one has a name)."""
+    """Each path alone (fixed examples, so each one has a name)."""
     assert run_scene(server, [(0, POISON, 1), (0, OK, 1)], actions, seed) == []
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=f"{VERDICT_GAPS}; {WINDOW_GAPS}")
 @PROPERTY
 @given(events=EVENTS, actions=st.lists(st.one_of(*ACTIONS_WITHOUT_HEAL, HEAL_ACTION), min_size=6, max_size=40), seed=st.integers(0, 2**16))
 @example(events=[(0, POISON, 1), (0, OK, 1)], actions=[T, T, HEAL, ("crash", False)], seed=0)
 def test_with_effects_that_succeed_when_run_again_too(server, events, actions, seed) -> None:
     """The whole property: a failed effect may succeed when run again (what it met is fixed:
     ``heal``), so a record whose effect failed must never run again once its successors are
-    applied. Every violation it found (1,500 examples classified) was a record whose effect
-    failed, run again by one of the paths above."""
+    applied."""
     assert run_scene(server, events, actions, seed) == []

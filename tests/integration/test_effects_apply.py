@@ -17,6 +17,7 @@ from postbox.effects import (
     check_durability,
 )
 from postbox.errors import EffectConfigError, EffectEngineError
+from postbox.effects.keys import ReplayRef
 from tests.integration.conftest_effects import (  # noqa: F401 - fixtures
     FUNCTIONS_DIR,
     engine,
@@ -83,7 +84,8 @@ def test_failure_undoes_the_event_records_it_and_batch_continues(
     assert own_client.pexpiretime(f"{tag}:h") == before_ttl
     assert own_client.smembers(f"{tag}:s") == {b"old", b"later"}
     assert not own_client.exists(f"{tag}:other", f"{tag}:never")
-    assert not own_client.exists(engine.marker_key(failed_id))
+    assert own_client.get(engine.marker_key(failed_id)).startswith(b"Feffect\n4\nincrby\n")  # its verdict, not "1"
+    assert own_client.pttl(engine.marker_key(failed_id)) > 0
     records = own_client.xrange(engine.failures_key(failed_id))
     assert records[-1][1] == {
         b"event": failed_id.id.encode(),
@@ -103,13 +105,20 @@ def test_an_event_without_effects_is_marked(engine: EffectsEngine, own_client: r
     assert own_client.exists(engine.marker_key(event))
 
 
-def test_a_failed_event_is_not_marked_so_a_fixed_replay_applies(engine: EffectsEngine, own_client: redis.Redis, tag: str) -> None:
+def test_a_failed_event_is_failed_earlier_for_a_redelivery_and_applies_as_a_replayed_copy(engine: EffectsEngine, own_client: redis.Redis, tag: str) -> None:
+    """Its verdict binds a redelivery (nothing runs, even once what it met is fixed: it would apply
+    after the events that followed it); a copy sent on purpose (dlq replay) runs and applies."""
     own_client.set(f"{tag}:k", "string")
     fx = Effects().sadd(f"{tag}:k", "m")
     event = ref(tag)
     assert engine.apply_one(event, fx).failed
     own_client.delete(f"{tag}:k")
-    assert engine.apply_one(event, fx).applied
+    again = engine.apply_one(event, fx)
+    assert again.failed and again.earlier is not None and again.error_class == "EffectFailed:WRONGTYPE"
+    assert "WRONGTYPE" in again.error and not own_client.exists(f"{tag}:k")
+    assert engine.apply_one(ReplayRef.of(event), fx).applied
+    assert own_client.smembers(f"{tag}:k") == {b"m"} and own_client.get(engine.marker_key(event)) == b"1"
+    assert engine.apply_one(ReplayRef.of(event), fx).duplicate  # an applied event's marker still holds for a copy
 
 
 INJECTIONS = [
@@ -403,8 +412,8 @@ def test_a_mixed_batch_reports_every_event_by_its_own_shape(own_client: redis.Re
     assert (results[4].command_index, results[4].op) == (0, "incrby") and "not an integer" in results[4].error
     assert own_client.hgetall(f"{tag}:h") == {b"n": b"2"}  # the failed event's HSET was undone
     assert own_client.get(f"{tag}:n") is None and own_client.lrange(f"{other}:l", 0, -1) == [b"r"]
-    assert [bool(own_client.exists(engine.marker_key(e))) for e in (first, bad_second, routed, bad_first, last)] == [
-        True, False, True, False, True,
+    assert [own_client.get(engine.marker_key(e))[:1] for e in (first, bad_second, routed, bad_first, last)] == [
+        b"1", b"F", b"1", b"F", b"1",
     ]  # fmt: skip
     recorded = own_client.xrange(engine.failures_key(first))
     assert [(f[b"event"].decode(), f[b"command_index"]) for _id, f in recorded] == [(bad_second.id, b"1"), (bad_first.id, b"0")]

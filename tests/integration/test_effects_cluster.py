@@ -155,7 +155,7 @@ def test_ask_during_a_slot_migration_is_answered_with_asking(redis_cluster) -> N
     s_cli.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", did)
     try:
         keys = s_cli.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100)
-        assert len(keys) == 4  # marker, counter, string, failure stream
+        assert len(keys) == 5  # the failed event's verdict, marker, counter, string, failure stream
         s_cli.execute_command("MIGRATE", dst.host, dst.port, "", 0, 5000, "KEYS", *keys)
         with pytest.raises(redis.exceptions.AskError):
             s_cli.evalsha(engine.load(), 1, k("n"), "x")  # the owner really answers ASK now

@@ -37,7 +37,7 @@ def test_engine_dedupes_on_the_stack(redis_client, unique: str) -> None:
 
 
 def test_harness_shows_a_redelivered_event_applied_once(settings, unique: str) -> None:
-    with EffectsHarness(settings.redis_url) as h:
+    with EffectsHarness(settings.redis_url, cleanup=True) as h:
         event = make_event("OrderPaid", {"cents": 500, "by": "card"}, aggregate_type="order", aggregate_id=unique)
         assert h.deliver(on_order_paid, event).applied
         assert h.deliver(on_order_paid, event).duplicate
@@ -60,7 +60,7 @@ def test_harness_reports_failures_and_mixed_slots(admin_redis_url, unique: str) 
     def cross_slot_handler(event: Event, fx: Effects) -> None:
         fx.set(f"a:{unique}", 1).set(f"b:{unique}", 2)
 
-    with EffectsHarness(admin_redis_url, cluster=True) as h:  # held to Redis Cluster's one-slot rule
+    with EffectsHarness(admin_redis_url, cluster=True, cleanup=True) as h:  # held to Redis Cluster's one-slot rule
         with pytest.raises(PermanentEffectError, match="WRONGTYPE"):
             h.deliver(bad_handler, make_event("X"), routing_key=lambda e: f"{{{unique}}}")
         assert not h.redis.exists(f"{{{unique}}}:s")

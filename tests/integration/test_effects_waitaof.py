@@ -89,9 +89,10 @@ def test_a_batch_of_duplicates_waits_for_the_markers_it_relied_on(waitaof_redis:
 
 def test_the_marker_check_before_a_dead_letter_waits_for_the_markers_it_finds(waitaof_redis: RedisServer) -> None:
     """A handler failure on an event found applied is committed as a duplicate, so the check
-    (``already_applied``) must confirm the marker another connection wrote: it rewrites it on its
-    own connection and WAITAOF waits (shown in MONITOR, before the reply the runtime commits on).
-    Before the fix it was a bare EXISTS that confirmed nothing."""
+    (``record_failures``, which also leaves the verdict of an event not applied) must confirm the
+    marker another connection wrote: it rewrites it unchanged on its own connection and WAITAOF
+    waits (shown in MONITOR, before the reply the runtime commits on). Before the fix it was a bare
+    EXISTS that confirmed nothing."""
     group = "g-" + uuid.uuid4().hex[:6]
     writer, writer_client = engine_on(waitaof_redis, group)
     checker, checker_client = engine_on(waitaof_redis, group)
@@ -101,14 +102,15 @@ def test_the_marker_check_before_a_dead_letter_waits_for_the_markers_it_finds(wa
     assert writer.apply_one(ref, Effects().incrby(aggregate_keys("order", agg)("n"), 1)).applied
     admin = waitaof_redis.client(socket_timeout=5)  # a MONITOR with no WAITAOF coming fails, not hangs
     with admin.monitor() as monitor:
-        assert checker.already_applied([unseen, ref]) == [False, True]
+        assert checker.record_failures([(unseen, "ValueError", "boom"), (ref, "ValueError", "boom")]) == [None, b"1"]
         seen: list[str] = []
         while not (seen and seen[-1].startswith("WAITAOF")) and len(seen) < 50:
             command = next(monitor.listen())["command"]
             if command.split(" ", 1)[0] in ("SET", "EXISTS", "WAITAOF"):
                 seen.append(command)
-    assert [c.split(" ", 1)[0] for c in seen] == ["SET", "SET", "WAITAOF"], seen
-    assert all("XX" in c and "KEEPTTL" in c for c in seen[:2]) and seen[2].startswith("WAITAOF 1 0"), seen
+    assert [c.split(" ", 1)[0] for c in seen] == ["SET", "SET", "SET", "WAITAOF"], seen
+    assert all("NX" in c and "GET" in c for c in seen[:2]), seen
+    assert seen[2].endswith(" 1 XX KEEPTTL") and seen[3].startswith("WAITAOF 1 0"), seen
     admin.config_set("appendfsync", "no")
     try:
         with pytest.raises(TransientEffectError) as unconfirmed:
@@ -117,7 +119,8 @@ def test_the_marker_check_before_a_dead_letter_waits_for_the_markers_it_finds(wa
     finally:
         admin.config_set("appendfsync", "everysec")
     assert 0 < admin.pttl(checker.marker_key(ref)) <= checker.marker_ttl_ms, "the rewrite kept the marker's TTL"
-    assert not admin.exists(checker.marker_key(unseen)), "XX: no marker made for an event not applied"
+    assert admin.get(checker.marker_key(unseen)).startswith(b"Fhandler\nValueError\nboom"), "the verdict of the event not applied"
+    assert checker.already_applied([unseen, ref]) == [False, True], "a verdict is not an applied event"
     admin.close()
     writer_client.close()
     checker_client.close()

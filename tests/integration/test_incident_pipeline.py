@@ -75,7 +75,10 @@ def test_trace_lag_dlq_replay_journey(settings: Settings, pg_conn, redis_client,
         assert t2["status"] == "dead-lettered"
         assert t2["verdict"].startswith(f"dead-lettered by {group}: EffectFailed:WRONGTYPE"), t2["verdict"]
         (g2,) = t2["groups"]
-        assert g2["marker"] is None and g2["dead_letters"] and "WRONGTYPE" in g2["dead_letters"][0]["error"]
+        assert g2["dead_letters"] and "WRONGTYPE" in g2["dead_letters"][0]["error"]
+        # the group's verdict is in the marker: failed, its dead letter acknowledged (no apply time)
+        assert g2["marker"]["verdict"]["dead_letter"] == "acknowledged" and g2["marker"]["applied_at_estimate"] is None, g2["marker"]
+        assert g2["marker"]["verdict"]["error_class"] == "EffectFailed:WRONGTYPE"
         assert g2["failures"], "the engine recorded the failure in the group's failure stream"
         (d2,) = t2["dead_letters"]
         assert d2["dlq_topic"] == dlq and d2["origin"] == {"topic": topic, "partition": t2["kafka"]["record"]["partition"],

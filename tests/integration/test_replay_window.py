@@ -53,8 +53,9 @@ def test_dry_run_prints_each_partitions_window_and_says_what_it_adjusted(windowe
     assert rows[0]["notes"] == ["end offset 500 is beyond the high watermark: clamped to 10"]
     assert (rows[2]["start"], rows[2]["end"], rows[2]["records"], rows[2]["notes"]) == (0, 0, 0, ["empty partition"])
     assert plan["consume"] == f"postbox consume MODULE:APP --group {group} --from 2 --until 500"
-    assert plan["window"]["problems"] == [f"{topic}[1]: the group has not applied offsets 0..1 yet (2 record(s)); "
-                                          "the window would apply later events of their aggregates before them"]
+    assert plan["window"]["problems"] == [f"{topic}[1]: the window starts at offset 2, but the group has no committed offset here; "
+                                          "with auto.offset.reset=earliest it begins at the earliest retained offset 0, so offsets 0..1 "
+                                          "(2 record(s)) are not applied yet, and the window would apply later events of their aggregates before them"]
 
     # a time before the earliest retained record starts at it; an end time resolves per partition
     plan = invoke_json("replay", "--group", group, "--to", _iso(base - 86_400_000), "--until", _iso(base + 5000), "--partition", "1")

@@ -55,10 +55,10 @@ def test_cross_slot_effects_follow_the_deployment_the_harness_is_told_about(admi
     def two_slots(event: Event, fx: Effects) -> None:
         fx.set(f"a:{unique}", 1).set(f"b:{unique}", 2)
 
-    with EffectsHarness(admin_redis_url) as single:  # a single Redis, as the app runs without Cluster
+    with EffectsHarness(admin_redis_url, cleanup=True) as single:  # a single Redis, as the app runs without Cluster
         assert single.deliver(two_slots, make_event("Y")).applied
         assert single.redis.get(f"a:{unique}") == b"1" and single.redis.get(f"b:{unique}") == b"2"
-    with EffectsHarness(admin_redis_url, cluster=True) as clustered:  # production is a Cluster
+    with EffectsHarness(admin_redis_url, cluster=True, cleanup=True) as clustered:  # production is a Cluster
         with pytest.raises(PermanentEffectError, match="hash tag") as caught:
             clustered.deliver(two_slots, make_event("Y"))
         assert f"a:{unique}" in str(caught.value) and not clustered.redis.exists(f"a:{unique}")

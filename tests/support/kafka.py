@@ -133,3 +133,17 @@ class StandInRecord:
 
     def headers(self) -> list[tuple[str, bytes]]:
         return [("id", str(uuid.uuid4()).encode()), ("event_type", b"Counted"), ("aggregate_type", b"t")]
+
+
+class PartitionedRecord(StandInRecord):
+    """:class:`StandInRecord` on a partition of its own, aggregate ``a<partition>`` (its key)."""
+
+    def __init__(self, partition: int, offset: int) -> None:
+        super().__init__(offset)
+        self._partition = partition
+
+    def partition(self) -> int:
+        return self._partition
+
+    def key(self) -> bytes:
+        return b"a%d" % self._partition

@@ -100,6 +100,54 @@ def test_unions_and_defaults(datum: Any) -> None:
             _assert_written_only_when_it_may(field["type"], UNION_NAMES, datum[field["name"]])
 
 
+# Records whose fields are all required (the writer checks their keys by count, not by set), one
+# of them also referred to by name (written by a function of its own).
+REQUIRED = {
+    "type": "record", "name": "Required", "namespace": "t",
+    "fields": [
+        {"name": "s", "type": "string"},
+        {"name": "items", "type": {"type": "array", "items": {"type": "record", "name": "Item", "fields": [
+            {"name": "sku", "type": "string"}, {"name": "q", "type": "long"}]}}},
+        {"name": "again", "type": ["null", "Item"]},
+    ],
+}
+REQUIRED_NAMES: dict[str, Any] = {}
+REQUIRED_SCHEMA = parse_schema(REQUIRED, named_schemas=REQUIRED_NAMES)
+REQUIRED_FIELDS = ["s", "items", "again", "sku", "q", "extra"]
+required_values = st.recursive(
+    st.none() | st.text(max_size=2) | st.integers(-3, 3) | st.booleans(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(REQUIRED_FIELDS), inner, max_size=4),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(datum=st.dictionaries(st.sampled_from(REQUIRED_FIELDS), required_values, max_size=5), item=st.booleans())
+def test_records_of_required_fields_only(datum: Any, item: bool) -> None:
+    """A missing field, or a key the record does not have, is never written (extra keys included)."""
+    if item:
+        datum = {"s": "x", "items": [datum], "again": None}
+    _assert_written_only_when_it_may(REQUIRED_SCHEMA, REQUIRED_NAMES, datum)
+    _assert_written_only_when_it_may(REQUIRED_SCHEMA, REQUIRED_NAMES, {"s": "x", "items": [], "again": datum})
+
+
+def test_deeply_nested_schemas_compile_and_write_what_fastavro_writes() -> None:
+    """The writer's source nests a node inside its parent; past a depth a node gets a function of
+    its own, so no schema is too deep for Python's parser (100 indents, 20 nested loops)."""
+    arrays: Any = "int"
+    datum: Any = 7
+    for _ in range(40):
+        arrays, datum = {"type": "array", "items": arrays}, [datum, datum] if not isinstance(datum, list) else [datum]
+    records: Any = {"type": "record", "name": "R0", "fields": [{"name": "leaf", "type": ["null", "string"], "default": None}]}
+    nested: Any = {"leaf": "x"}
+    for level in range(1, 40):
+        records = {"type": "record", "name": f"R{level}", "fields": [{"name": "inner", "type": records}, {"name": "list", "type": arrays}]}
+        nested = {"inner": nested, "list": datum}
+    names: dict[str, Any] = {}
+    schema = parse_schema(records, named_schemas=names)
+    assert _assert_written_only_when_it_may(schema, names, nested)
+
+
 def test_the_projects_payloads_are_written_by_it() -> None:
     """Not vacuous: real payloads, with and without their optional fields, take the one-pass path."""
     repo = SchemaRepository.load(ROOT / "schemas")

@@ -18,7 +18,6 @@ from postbox.effects import ApplyResult
 from postbox.effects.engine import Outcome
 from postbox.errors import TransientEffectError
 from tests.support.kafka import StandInRecord
-from tests.support.owed import MemoryOwedStore
 
 
 def test_batch_line_counts_applied_duplicates_failed_and_retried(caplog):
@@ -44,7 +43,6 @@ def _runtime_with_one_partition() -> ConsumerRuntime:
 
     config = ConsumerConfig.load({}, group="g", topics="t", redis_url="redis://127.0.0.1:1/0", kafka_bootstrap="127.0.0.1:1")
     runtime = ConsumerRuntime(app, config, redis_client=redis.Redis(port=1), install_signals=False)
-    runtime.pipeline.owed_store = MemoryOwedStore()  # type: ignore[assignment]
     runtime.partitions.consumer = SimpleNamespace(pause=lambda partitions: None)  # type: ignore[assignment]  # a stand-in: only pause is called
     runtime.states[("t", 0)] = PartitionState("t", 0)
     return runtime

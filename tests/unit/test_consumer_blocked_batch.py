@@ -28,8 +28,7 @@ from postbox.consumer.partition_state import PartitionState
 from postbox.effects.durability import Durability
 from postbox.effects.engine import Outcome
 from postbox.errors import TransientEffectError
-from tests.support.kafka import StandInRecord
-from tests.support.owed import MemoryOwedStore
+from tests.support.kafka import PartitionedRecord
 
 BLOCKED = 3
 #: After the block: a handler that fails for good, an undecodable record, good records.
@@ -37,17 +36,7 @@ RAISES, UNDECODABLE = 5, 6
 P0_RECORDS, P1_RECORDS = 8, 4
 
 
-class Record(StandInRecord):
-    def __init__(self, partition: int, offset: int) -> None:
-        super().__init__(offset)
-        self._partition = partition
-
-    def partition(self) -> int:
-        return self._partition
-
-    def key(self) -> bytes:
-        return b"a%d" % self._partition
-
+class Record(PartitionedRecord):
     def value(self) -> bytes:
         if self._partition == 0 and self._offset == UNDECODABLE:
             return b"not json"
@@ -72,8 +61,14 @@ class RecordingEngine:
     def durability(self) -> Durability:
         return Durability(True, "appendfsync", "appendfsync always")
 
-    def already_applied(self, refs) -> list[bool]:
-        return [False for _ in refs]
+    def record_failures(self, failures) -> list:
+        return [None for _ in failures]  # every handler failure is new (its verdict written)
+
+    def mark_delivered(self, _failures) -> None:
+        return None
+
+    def withdraw_failures(self, _refs) -> None:
+        return None
 
 
 class ScriptedDeadLetters:
@@ -125,7 +120,6 @@ def test_nothing_at_or_after_a_block_is_applied_dead_lettered_or_committed_and_t
     config = ConsumerConfig.load({}, group="g", topics="t", redis_url="redis://127.0.0.1:1/0", kafka_bootstrap="127.0.0.1:1",
                                  handler_retries=0)
     runtime = ConsumerRuntime(app, config, redis_client=redis.Redis(port=1), install_signals=False)
-    runtime.pipeline.owed_store = MemoryOwedStore()  # type: ignore[assignment]
     engine = RecordingEngine()
     runtime.engine = engine  # type: ignore[assignment]
     letters = ScriptedDeadLetters()

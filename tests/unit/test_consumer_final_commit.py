@@ -13,7 +13,6 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from postbox.consumer import App, ConsumerConfig, ConsumerRuntime
 from postbox.consumer.partition_state import PartitionState
-from tests.support.owed import MemoryOwedStore
 
 
 class StandInConsumer:
@@ -40,7 +39,6 @@ def _runtime(consumer: StandInConsumer) -> ConsumerRuntime:
     config = ConsumerConfig.load({}, group="g", topics="t", redis_url="redis://127.0.0.1:1/0", kafka_bootstrap="127.0.0.1:1",
                                  backoff_base_ms=1, backoff_max_ms=2)
     runtime = ConsumerRuntime(app, config, redis_client=redis.Redis(port=1), install_signals=False)
-    runtime.pipeline.owed_store = MemoryOwedStore()  # type: ignore[assignment]
     runtime.consumer = runtime.partitions.consumer = consumer  # type: ignore[assignment]
     runtime.states[("t", 0)] = PartitionState("t", 0, done=40)
     runtime.states[("t", 1)] = PartitionState("t", 1, done=7)

@@ -20,7 +20,6 @@ from postbox.consumer.partition_state import PartitionState
 from postbox.effects.durability import Durability
 from postbox.effects.engine import ApplyResult, Outcome
 from tests.support.kafka import StandInRecord
-from tests.support.owed import MemoryOwedStore
 
 
 class ScriptedEngine:
@@ -48,7 +47,6 @@ def _runtime(verdicts: list, observer) -> ConsumerRuntime:
     app.catch_all(lambda event, fx: fx.rpush("{t:a}:seq", event.payload["seq"]))
     config = ConsumerConfig.load({}, group="g", topics="t", redis_url="redis://127.0.0.1:1/0", kafka_bootstrap="127.0.0.1:1")
     runtime = ConsumerRuntime(app, config, redis_client=redis.Redis(port=1), install_signals=False, observer=observer)
-    runtime.pipeline.owed_store = MemoryOwedStore()  # type: ignore[assignment]
     runtime.engine = ScriptedEngine(verdicts)  # type: ignore[assignment]  # a stand-in: apply and durability are all the pipeline calls
     runtime.partitions.consumer = PausingConsumer()  # type: ignore[assignment]
     runtime.states[("t", 0)] = PartitionState("t", 0)

@@ -21,7 +21,6 @@ from postbox.consumer.partition_state import PartitionState
 from postbox.effects.durability import Durability
 from postbox.effects.engine import Outcome
 from tests.support.kafka import StandInRecord
-from tests.support.owed import MemoryOwedStore
 
 
 class SlowEngine:
@@ -59,7 +58,6 @@ def test_a_revoke_waits_for_the_apply_in_flight_and_commits_exactly_what_it_appl
     app.catch_all(lambda event, fx: fx.rpush("{t:a}:seq", event.payload["seq"]))
     config = ConsumerConfig.load({}, group="g", topics="t", redis_url="redis://127.0.0.1:1/0", kafka_bootstrap="127.0.0.1:1")
     runtime = ConsumerRuntime(app, config, redis_client=redis.Redis(port=1), install_signals=False)
-    runtime.pipeline.owed_store = MemoryOwedStore()  # type: ignore[assignment]
     engine, consumer = SlowEngine(), StandInConsumer()
     runtime.engine = engine  # type: ignore[assignment]  # a stand-in: apply and durability are all the pipeline calls
     runtime.partitions.consumer = consumer  # type: ignore[assignment]  # a stand-in recording commits

@@ -23,7 +23,6 @@ from postbox.effects.durability import Durability
 from postbox.effects.engine import Outcome
 from postbox.errors import EffectEngineError
 from tests.support.kafka import StandInRecord
-from tests.support.owed import MemoryOwedStore
 
 
 class ScriptedEngine:
@@ -57,7 +56,6 @@ def _settled(outcomes: list[Outcome], records: int) -> ConsumerRuntime:
     app.catch_all(lambda event, fx: fx.rpush("{t:a}:seq", event.payload["seq"]))
     config = ConsumerConfig.load({}, group="g", topics="t", redis_url="redis://127.0.0.1:1/0", kafka_bootstrap="127.0.0.1:1")
     runtime = ConsumerRuntime(app, config, redis_client=redis.Redis(port=1), install_signals=False)
-    runtime.pipeline.owed_store = MemoryOwedStore()  # type: ignore[assignment]
     runtime.engine = ScriptedEngine(outcomes)  # type: ignore[assignment]  # a stand-in: apply and durability are all the pipeline calls
     runtime.partitions.consumer = PausingConsumer()  # type: ignore[assignment]  # a stand-in recording pauses
     runtime.states[("t", 0)] = PartitionState("t", 0)
@@ -120,7 +118,6 @@ def test_a_whole_batch_applied_commits_every_partition_and_counts_each_topic() -
     app.catch_all(lambda event, fx: fx.rpush("{t:a}:seq", event.payload["seq"]))
     config = ConsumerConfig.load({}, group="g", topics="t,u", redis_url="redis://127.0.0.1:1/0", kafka_bootstrap="127.0.0.1:1")
     runtime = ConsumerRuntime(app, config, redis_client=redis.Redis(port=1), install_signals=False)
-    runtime.pipeline.owed_store = MemoryOwedStore()  # type: ignore[assignment]
     runtime.engine = ScriptedEngine([Outcome.APPLIED] * len(where))  # type: ignore[assignment]  # a stand-in
     runtime.partitions.consumer = PausingConsumer()  # type: ignore[assignment]  # a stand-in recording pauses
     for tp in set(where):

@@ -31,9 +31,9 @@ from postbox.consumer import App, ConsumerConfig, ConsumerRuntime
 from postbox.consumer.partition_state import PartitionState
 from postbox.effects.durability import Durability
 from postbox.effects.engine import ApplyResult, Outcome
+from postbox.effects.verdicts import Verdict
 from postbox.errors import TransientEffectError
-from tests.support.kafka import StandInRecord
-from tests.support.owed import MemoryOwedStore
+from tests.support.kafka import PartitionedRecord as Record
 
 PARTITIONS = 3
 #: A record's fate as generated: the engine's verdict, and for a failure whether its dead letter is acknowledged.
@@ -41,18 +41,6 @@ APPLIED, DUPLICATE, FAILED_ACKED, FAILED_UNACKED, HELD = "applied", "duplicate",
 FATES = st.sampled_from([APPLIED, APPLIED, APPLIED, DUPLICATE, FAILED_ACKED, FAILED_UNACKED, HELD])
 
 
-class Record(StandInRecord):
-    """StandInRecord on a partition of its own (aggregate per partition)."""
-
-    def __init__(self, partition: int, offset: int) -> None:
-        super().__init__(offset)
-        self._partition = partition
-
-    def partition(self) -> int:
-        return self._partition
-
-    def key(self) -> bytes:
-        return b"a%d" % self._partition
 
 
 class ScriptedEngine:
@@ -72,8 +60,14 @@ class ScriptedEngine:
     def durability(self) -> Durability:
         return Durability(True, "appendfsync", "appendfsync always")
 
-    def already_applied(self, refs) -> list[bool]:
-        return [False for _ in refs]  # no markers kept: every handler failure is new
+    def record_failures(self, failures) -> list:
+        return [None for _ in failures]  # no markers kept: every handler failure is new
+
+    def mark_delivered(self, _failures) -> None:
+        return None
+
+    def withdraw_failures(self, _refs) -> None:
+        return None
 
 
 class ScriptedDeadLetters:
@@ -146,7 +140,6 @@ def test_settle_commits_what_the_model_commits(per_partition, firsts, transient,
     app.catch_all(lambda event, fx: fx.rpush("{t:a}:seq", event.payload["seq"]))
     config = ConsumerConfig.load({}, group="g", topics="t", redis_url="redis://127.0.0.1:1/0", kafka_bootstrap="127.0.0.1:1")
     runtime = ConsumerRuntime(app, config, redis_client=redis.Redis(port=1), install_signals=False)
-    runtime.pipeline.owed_store = MemoryOwedStore()  # type: ignore[assignment]
     runtime.engine = ScriptedEngine([_verdict(f) for _p, _o, f in records], transient)  # type: ignore[assignment]
     refused = {(p, o) for p, o, f in records if f == FAILED_UNACKED}
     letters = ScriptedDeadLetters(refused)
@@ -231,7 +224,6 @@ def test_a_dead_letter_acknowledged_after_an_unacknowledged_one_is_not_run_again
     app.catch_all(lambda event, fx: fx.rpush("{t:a}:seq", event.payload["seq"]))
     config = ConsumerConfig.load({}, group="g", topics="t", redis_url="redis://127.0.0.1:1/0", kafka_bootstrap="127.0.0.1:1")
     runtime = ConsumerRuntime(app, config, redis_client=redis.Redis(port=1), install_signals=False)
-    runtime.pipeline.owed_store = MemoryOwedStore()  # type: ignore[assignment]
     runtime.engine = engine  # type: ignore[assignment]
     letters = ScriptedDeadLetters({(0, 1)})
     runtime.pipeline.dead_letters = letters  # type: ignore[assignment]
@@ -264,8 +256,10 @@ class Redelivered(Record):
 
 
 class MarkerEngine(ScriptedEngine):
-    """Keeps dedupe markers like the real engine: an event applied once comes back a duplicate.
-    The first round's verdicts are scripted (by offset); later rounds apply everything."""
+    """Keeps dedupe markers like the real engine: an event applied once comes back a duplicate,
+    one that failed leaves its verdict in its marker (owed, then delivered once its dead letter is
+    noted) and comes back failed earlier without running. The first round's verdicts are scripted
+    (by offset); later rounds apply everything else."""
 
     def __init__(self, first: dict[tuple[int, int], str], transient: bool) -> None:
         super().__init__([], transient)
@@ -273,6 +267,8 @@ class MarkerEngine(ScriptedEngine):
         self.rounds = 0
         self.applied: list[tuple[int, int]] = []
         self.markers: set[str] = set()
+        #: event id -> delivered? (a failure verdict in its marker)
+        self.verdicts: dict[str, bool] = {}
 
     def apply_outcomes(self, pairs, **_kw):
         self.rounds += 1
@@ -284,17 +280,40 @@ class MarkerEngine(ScriptedEngine):
             fate = self.first.get(where, APPLIED) if self.rounds == 1 else APPLIED
             if ref.id in self.markers:
                 out.append(Outcome.DUPLICATE)
+            elif ref.id in self.verdicts:
+                earlier = Verdict("EffectFailed:WRONGTYPE", "failed earlier", self.verdicts[ref.id])
+                out.append(ApplyResult(ref.id, Outcome.FAILED, error="failed earlier", error_class="permanent", earlier=earlier))
             elif fate in (APPLIED, DUPLICATE):
                 self.markers.add(ref.id)
                 self.applied.append(where)
                 out.append(Outcome.DUPLICATE if fate == DUPLICATE else Outcome.APPLIED)
             else:
                 v = _verdict(fate)
+                if fate != HELD:
+                    self.verdicts[ref.id] = False
                 out.append(ApplyResult(ref.id, **v))  # type: ignore[arg-type]
         return out
 
-    def already_applied(self, refs) -> list[bool]:
-        return [ref.id in self.markers for ref in refs]
+    def record_failures(self, failures) -> list:
+        found: list = []
+        for ref, _class, _error in failures:
+            if ref.id in self.markers:
+                found.append(b"1")
+            elif ref.id in self.verdicts:
+                found.append(b"D..." if self.verdicts[ref.id] else b"F...")
+            else:
+                self.verdicts[ref.id] = False
+                found.append(None)
+        return found
+
+    def mark_delivered(self, failures) -> None:
+        for ref, _class, _error in failures:
+            if ref.id in self.verdicts:
+                self.verdicts[ref.id] = True
+
+    def withdraw_failures(self, refs) -> None:
+        for ref in refs:
+            self.verdicts.pop(ref.id, None)
 
 
 def _two_rounds(handler, engine: "MarkerEngine", records: list, between_rounds=None, **config_kw) -> tuple[ConsumerRuntime, list]:
@@ -305,7 +324,6 @@ def _two_rounds(handler, engine: "MarkerEngine", records: list, between_rounds=N
     app.catch_all(handler)
     config = ConsumerConfig.load({}, group="g", topics="t", redis_url="redis://127.0.0.1:1/0", kafka_bootstrap="127.0.0.1:1", **config_kw)
     runtime = ConsumerRuntime(app, config, redis_client=redis.Redis(port=1), install_signals=False)
-    runtime.pipeline.owed_store = MemoryOwedStore()  # type: ignore[assignment]
     runtime.engine = engine  # type: ignore[assignment]
     letters = ScriptedDeadLetters({(p, o) for p, o, f in records if f == FAILED_UNACKED})
     runtime.pipeline.dead_letters = letters  # type: ignore[assignment]
@@ -408,7 +426,7 @@ def test_with_handler_failures_too_every_record_is_applied_or_dead_lettered_exac
             assert order == sorted(order), f"partition {p} applied out of order: {order}"
 
 
-def _runtime_on(engine: "MarkerEngine", owed_store: MemoryOwedStore, refused: set[tuple[int, int]]) -> tuple[ConsumerRuntime, ScriptedDeadLetters]:
+def _runtime_on(engine: "MarkerEngine", refused: set[tuple[int, int]]) -> tuple[ConsumerRuntime, ScriptedDeadLetters]:
     """A consumer process of group g: the group's engine (its markers) and owed verdicts are in
     "Redis" (shared), everything else is its own."""
     app = App("g", require_schemas=False)
@@ -416,7 +434,6 @@ def _runtime_on(engine: "MarkerEngine", owed_store: MemoryOwedStore, refused: se
     config = ConsumerConfig.load({}, group="g", topics="t", redis_url="redis://127.0.0.1:1/0", kafka_bootstrap="127.0.0.1:1")
     runtime = ConsumerRuntime(app, config, redis_client=redis.Redis(port=1), install_signals=False)
     runtime.engine = engine  # type: ignore[assignment]
-    runtime.pipeline.owed_store = owed_store  # type: ignore[assignment]
     letters = ScriptedDeadLetters(refused)
     runtime.pipeline.dead_letters = letters  # type: ignore[assignment]
     runtime.partitions.consumer = ResumingConsumer()  # type: ignore[assignment]
@@ -434,14 +451,13 @@ def test_a_restart_between_the_rounds_keeps_every_owed_verdict(per_partition) ->
     dead-letter them without running them (run again, an effect that failed could now apply after
     its successors) and write no second dead letter. Each record ends applied once or
     dead-lettered once, in order per partition. Shown to fail with the owed verdicts kept in memory
-    only (MemoryOwedStore.save a no-op, scratch edit): "partition 2 applied out of order: [1, 0]"
+    only (before the verdicts moved into the markers): "partition 2 applied out of order: [1, 0]"
     and "an event both applied and dead-lettered"."""
     records = [(p, o, f) for p, fates in enumerate(per_partition) for o, f in enumerate(fates)]
     if not records:
         return
     engine = MarkerEngine({(p, o): f for p, o, f in records}, False)
-    store = MemoryOwedStore()
-    first, letters = _runtime_on(engine, store, {(p, o) for p, o, f in records if f == FAILED_UNACKED})
+    first, letters = _runtime_on(engine, {(p, o) for p, o, f in records if f == FAILED_UNACKED})
     try:
         first.pipeline.launch(first.pipeline.prepare([Redelivered(p, o) for p, o, _f in records]))  # type: ignore[misc]
         first.pipeline.settle()
@@ -451,7 +467,7 @@ def test_a_restart_between_the_rounds_keeps_every_owed_verdict(per_partition) ->
     commits = {p: first.states[("t", p)].done or 0 for p in range(PARTITIONS)}
     engine.rounds = max(engine.rounds, 1)
 
-    second, letters = _runtime_on(engine, store, set())
+    second, letters = _runtime_on(engine, set())
     again = [Redelivered(p, o) for p, o, _f in records if o >= commits[p]]
     try:
         if again:
@@ -465,4 +481,4 @@ def test_a_restart_between_the_rounds_keeps_every_owed_verdict(per_partition) ->
         if HELD not in per_partition[p]:  # (a held record's successors of its key wait in the engine, which this one does not model)
             assert order == sorted(order), f"partition {p} applied out of order: {order}"
         assert not second.states[("t", p)].owed, "a verdict still owed after its dead letter was acknowledged"
-    assert not store.saved, "verdicts left in Redis after they were paid"
+    assert all(engine.verdicts.values()), "a verdict left owed in its marker after its dead letter was acknowledged"

@@ -41,7 +41,7 @@ def _known_variables() -> set[str]:
     import dataclasses
 
     consumer = {env_name(f.name) for f in dataclasses.fields(ConsumerConfig)}
-    return consumer | set(ENV_NAMES.values()) | {v + FILE_SUFFIX for v in SECRET_VARIABLES} | {"POSTBOX_SCHEMAS_DIR", "POSTBOX_KAFKA_CONFIG"}
+    return consumer | set(ENV_NAMES.values()) | {v + FILE_SUFFIX for v in SECRET_VARIABLES} | {"POSTBOX_SCHEMAS_DIR", "POSTBOX_LUA_DIR", "POSTBOX_KAFKA_CONFIG"}
 
 
 def test_it_is_a_deployment_running_postbox_consume_with_real_flags():

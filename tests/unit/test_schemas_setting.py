@@ -57,11 +57,15 @@ def test_a_setting_naming_a_missing_folder_is_a_configuration_error(tmp_path):
         Outbox(schemas_dir=_schemas(tmp_path), codec=object())  # type: ignore[arg-type]
 
 
-def test_lua_functions_default_to_consumers_lua_of_the_working_directory_only(tmp_path, monkeypatch):
+def test_lua_functions_load_only_from_the_folder_a_setting_names(tmp_path, monkeypatch):
+    """Lua files in the working directory are never loaded by default: a consumer started from
+    another folder (a shared /tmp, a checkout of someone else's branch) would run whatever
+    ``consumers/lua/*.lua`` it finds there inside Redis with the consumer's rights."""
     monkeypatch.chdir(tmp_path)
     assert lua_functions_dir(environ={}) is None
     (tmp_path / "consumers" / "lua").mkdir(parents=True)
-    assert lua_functions_dir(environ={}) == tmp_path / "consumers" / "lua"
+    (tmp_path / "consumers" / "lua" / "planted.lua").write_text("return redis.call('FLUSHALL')\n")
+    assert lua_functions_dir(environ={}) is None
     other = tmp_path / "lua"
     other.mkdir()
     assert lua_functions_dir(environ={"POSTBOX_LUA_DIR": str(other)}) == other.resolve()

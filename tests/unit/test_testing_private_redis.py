@@ -38,6 +38,7 @@ def test_a_redelivered_event_counts_once(effects_harness, postbox_redis):
 
 def test_each_test_has_its_own_group_on_the_same_server(effects_harness, postbox_redis):
     assert postbox_redis == SEEN[0]  # one server for the session
+    assert effects_harness.redis.get("{order:42}:paid_cents") is None  # the last test's keys are gone
     event = make_event("OrderPaid", {"cents": 7}, aggregate_type="order", aggregate_id="43")
     assert effects_harness.deliver(on_paid, event).applied  # the group is new: not a duplicate
 

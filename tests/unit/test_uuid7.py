@@ -22,7 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from postbox.outbox.uuid7 import _uuid, uuid7, uuid7_many, uuid7_unix_ms
+from postbox.outbox.uuid7 import _uuid, uuid7, uuid7_block, uuid7_ints, uuid7_many, uuid7_unix_ms, uuids_from_block
 
 uuid7_module = sys.modules["postbox.outbox.uuid7"]  # the package re-exports the function under this name
 
@@ -94,6 +94,58 @@ def test_ids_strictly_increase_when_the_clock_repeats_steps_back_or_overflows_a_
         assert uuid7_unix_ms(made) <= highest + len(readings) // 4096 + 1
 
 
+def block(n: int) -> list[uuid.UUID]:
+    return uuids_from_block(uuid7_block(n), 0, n)
+
+
+@settings(max_examples=200)
+@given(st.lists(st.tuples(st.sampled_from(["one", "many", "ints", "block"]), st.integers(1, 5000)), min_size=1, max_size=12))
+def test_every_way_of_making_ids_continues_one_sequence(calls: list[tuple[str, int]]) -> None:
+    """A batch's ids (uuid7_block: bytes made without a Python operation per id) are the same
+    kind of sequence as uuid7()'s: strictly increasing across any mix of calls, also past 4,096
+    in one millisecond, each a well-formed UUIDv7 whose bytes are its value's."""
+    ids: list[uuid.UUID] = []
+    for way, n in calls:
+        if way == "one":
+            ids.append(uuid7())
+        elif way == "many":
+            ids.extend(uuid7_many(n))
+        elif way == "ints":
+            ids.extend(_uuid(v) for v in uuid7_ints(n))
+        else:
+            raw = uuid7_block(n)
+            made = uuids_from_block(raw, 0, n)
+            assert len(raw) == 16 * n and b"".join(u.bytes for u in made) == raw
+            assert uuids_from_block(raw, n // 2, n) == made[n // 2:]
+            ids.extend(made)
+    assert all(a < b for a, b in zip(ids, ids[1:]))
+    assert well_formed(ids)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1_600_000_000_000, 1_900_000_000_000),
+       st.lists(st.tuples(st.integers(-50, 50), st.integers(1, 9000)), min_size=1, max_size=6))
+def test_blocks_strictly_increase_when_the_clock_repeats_or_steps_back(start_ms: int, steps: list[tuple[int, int]]) -> None:
+    """One clock reading per block; a block of more ids than a millisecond's counter holds runs
+    ahead of the clock by the milliseconds its ids need, as that many uuid7() calls would."""
+    readings = []
+    now = start_ms
+    for delta, _ in steps:
+        now = max(0, now + delta)
+        readings.append(now)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(uuid7_module, "time", SteppingClock(readings))
+        patch.setattr(uuid7_module, "_last_ms", 0)
+        blocks = [block(n) for _, n in steps]
+    ids = [u for made in blocks for u in made]
+    assert all(a < b for a, b in zip(ids, ids[1:])) and well_formed(ids)
+    highest, so_far = 0, 0
+    for reading, made in zip(readings, blocks):
+        highest, so_far = max(highest, reading), so_far + len(made)
+        assert uuid7_unix_ms(made[0]) >= reading or uuid7_unix_ms(made[0]) >= highest  # never behind the clock it read
+        assert uuid7_unix_ms(made[-1]) <= highest + so_far // 4096 + 1
+
+
 def test_threads_never_share_an_id_and_each_sees_its_ids_increase() -> None:
     made: list[list[uuid.UUID]] = [[] for _ in range(4)]
 
@@ -120,15 +172,15 @@ def test_a_forked_child_never_repeats_its_parents_ids() -> None:
     pid = os.fork()
     if pid == 0:  # the child: its ids to the parent, then leave without running pytest's teardown
         try:
-            os.write(write, b"".join(u.bytes for u in uuid7_many(50)))
+            os.write(write, b"".join(u.bytes for u in uuid7_many(50)) + uuid7_block(50))
         finally:
             os._exit(0)
     os.close(write)
-    parent = {u.bytes[8:] for u in uuid7_many(50)}  # the random tail (rand_b and the variant)
+    parent = {u.bytes[8:] for u in [*uuid7_many(50), *block(50)]}  # the random tail (rand_b and the variant)
     child_bytes = b""
     while chunk := os.read(read, 4096):
         child_bytes += chunk
     os.close(read)
     os.waitpid(pid, 0)
     child = {child_bytes[i + 8:i + 16] for i in range(0, len(child_bytes), 16)}
-    assert len(child) == 50 and not parent & child
+    assert len(child) == 100 and not parent & child

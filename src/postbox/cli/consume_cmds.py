@@ -60,7 +60,7 @@ def consume(
     start: Optional[str] = typer.Option(None, "--from", help="with --until: a bounded window run from here — beginning | committed (the group's offsets) | last:N (the last N of EACH partition before --until) | OFFSET | ISO time | duration ago (2h)"),
     until: Optional[str] = typer.Option(None, "--until", help="end of the window (exclusive): OFFSET | ISO time | duration ago | end (the high watermark at start-up), as kcat -o e@ts; never commits the group's offsets"),
     partition: Optional[list[int]] = typer.Option(None, "--partition", "-p", min=0, metavar="PARTITION", help="with --until: only this partition (repeatable: -p 0 -p 3)"),
-    force: bool = typer.Option(False, "--force", help="with --until: run a window that could apply an aggregate's events out of order beside its group (it starts ahead of the group, or the group is consuming inside it)"),
+    force: bool = typer.Option(False, "--force", help="with --until: run a window that starts ahead of its group's committed offsets (the group would apply the records before the window's start after it: an aggregate's events out of order); logged as a warning"),
 ) -> int:
     """Consume outbox topics with the handlers of MODULE:APP, exactly once per group."""
     from postbox.consumer import ConsumerConfig, ConsumerRuntime, load_app
@@ -174,13 +174,13 @@ def window_check(window: Optional[tuple[Any, Any, Optional[list[int]]]]) -> Opti
 def run_window(app: Any, config: Any, settings: Any, start: Any, end: Any, partitions: Optional[list[int]], *, force: bool = False) -> int:
     """Resolve the window on the app's topics, run it, print one line per partition. Exit 0 when
     every partition reached its end, :data:`~postbox.consumer.window.EXIT_WINDOW_INCOMPLETE` when it
-    was stopped before, 3 on an engine or configuration error while running. A window that could
-    apply an aggregate's events out of order beside its group is refused without ``force``
-    (:func:`~postbox.incident.window.group_position_problems`); an old window is only warned about."""
+    was stopped before, 3 on an engine or configuration error while running. A window that starts
+    ahead of its group (:mod:`postbox.incident.window_order`) is refused without ``force``, and
+    logged as a warning with it; an old window is only warned about."""
     from postbox.cli.incident_common import kafka_for
     from postbox.incident.dlq import DEFAULT_SAFETY_MARGIN  # warned about as `replay --safety-margin` refuses
-    from postbox.errors import UnsafeReplayError
     from postbox.incident.window import COMMITTED, check_group_position, check_marker_window, plan_window
+    from postbox.incident.window_order import refuse_or_warn
 
     config = with_group_marker_ttl(config)
     with kafka_for(settings) as kafka:
@@ -188,12 +188,10 @@ def run_window(app: Any, config: Any, settings: Any, start: Any, end: Any, parti
             kafka.require_topic(topic)
         committed = kafka.committed(config.group) if start.kind == COMMITTED else None
         plan = plan_window(kafka, list(config.topics), start, end, partitions=partitions, committed=committed)
-        unordered = check_group_position(kafka, plan, config.group)
+        ahead = check_group_position(kafka, plan, config.group, offset_reset=config.auto_offset_reset)
         check_marker_window(kafka, plan, config.marker_ttl, DEFAULT_SAFETY_MARGIN)
     print_window_plan(config.group, plan)
-    if unordered and not force:
-        raise UnsafeReplayError(f"refused to run the window of group {config.group}: {unordered[0]}",
-                                fix="start it at the group's position (--from committed), stop the group first, or pass --force")
+    refuse_or_warn(config.group, ahead, members=plan.members, force=force)
     code, summary = execute_window(app, config, plan)
     for tally, reached in summary:
         typer.echo(tally.line(reached))

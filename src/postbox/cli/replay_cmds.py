@@ -8,7 +8,8 @@ applies such a plan, so the plan reviewed is the plan executed.
 reset alone cannot end anywhere (the group would re-read everything up to now). The dry run prints
 each partition's start, end and record count; ``--execute --app MODULE:APP`` runs the window as
 ``postbox consume MODULE:APP --from … --until …`` does (:mod:`postbox.consumer.window`): applied
-through the group's markers, never committed, allowed while the group runs.
+through the group's markers, never committed, allowed while the group runs where it starts at or
+before the group's committed offsets (:mod:`postbox.incident.window_order`).
 """
 
 from __future__ import annotations
@@ -219,6 +220,7 @@ def _replay_window(request: WindowRequest, *, force: bool, ttl: timedelta, margi
     """Plan the window; with --execute, run it (allowed while the group runs: it never commits)."""
     from postbox.cli.consume_cmds import execute_window, load_window_app, print_window_plan
     from postbox.incident.window import COMMITTED, check_group_position, check_marker_window, plan_window
+    from postbox.incident.window_order import refuse_or_warn
 
     app = config = None
     with kafka_for(settings) as kafka:
@@ -235,7 +237,7 @@ def _replay_window(request: WindowRequest, *, force: bool, ttl: timedelta, margi
             kafka.require_topic(t)
         plan = plan_window(kafka, topics, request.start, request.end, partitions=request.partitions,
                            committed=committed if request.start.kind == COMMITTED else None)  # fmt: skip
-        check_group_position(kafka, plan, request.group)
+        ahead = check_group_position(kafka, plan, request.group, offset_reset=_offset_reset(config))
         check_marker_window(kafka, plan, ttl, margin)
     refused = bool(plan.problems) and not force
     run = request.execute and not refused
@@ -245,6 +247,8 @@ def _replay_window(request: WindowRequest, *, force: bool, ttl: timedelta, margi
         _print_window(request, plan, fmt, refused=refused, run=run)
     if not run and fmt is OutputFormat.json:
         print_json({"group": request.group, "window": plan.as_dict(), "dry_run": True, "refused": refused, "consume": request.consume_line()})
+    if not force or run:  # a forced dry run runs nothing to warn about
+        refuse_or_warn(request.group, ahead, members=plan.members, force=force)
     if refused:
         raise UnsafeReplayError(f"refused to replay the window of {request.group}: {plan.problems[0]}", fix="pass --force if that is what you want")
     if not run:
@@ -259,6 +263,17 @@ def _replay_window(request: WindowRequest, *, force: bool, ttl: timedelta, margi
         for tally, reached in summary:
             typer.echo(tally.line(reached))
     return code
+
+
+def _offset_reset(config: Any) -> str:
+    """The group's ``auto.offset.reset`` as its members read it: the app's configuration when
+    --app is given, else ``POSTBOX_AUTO_OFFSET_RESET`` (default earliest). Only the refusal's
+    wording depends on it (:mod:`postbox.incident.window_order`)."""
+    if config is not None:
+        return str(config.auto_offset_reset)
+    import os
+
+    return "latest" if os.environ.get("POSTBOX_AUTO_OFFSET_RESET", "").strip().lower() == "latest" else "earliest"
 
 
 def _print_window(request: WindowRequest, plan: Any, fmt: OutputFormat, *, refused: bool, run: bool) -> None:

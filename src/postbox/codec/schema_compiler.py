@@ -1,9 +1,10 @@
-"""The walk shared by the payload compilers (:mod:`compiled_check`, :mod:`compiled_writer`).
+"""The walk of the closure-building payload compiler (:mod:`compiled_check`).
 
-Both turn a fastavro-parsed schema into one closure per node, once per schema, so that a payload
-is then handled by calling closures instead of walking the schema again. What differs is what a
-node's closure does; how a schema is taken apart (named types compiled once, recursive ones
-reached through a cell, unions, the node kinds) is written here once.
+It turns a fastavro-parsed schema into one closure per node, once per schema, so that a payload
+is then handled by calling closures instead of walking the schema again. How a schema is taken
+apart (named types compiled once, recursive ones reached through a cell, unions, the node kinds)
+is written here; what a node's closure does, in the subclass. (:mod:`compiled_writer` writes the
+source of one function per schema instead: on the emit path, calls per value were its cost.)
 """
 
 from __future__ import annotations

@@ -38,6 +38,9 @@ H_OFFSET = "postbox.origin.offset"
 H_ATTEMPTS = "postbox.attempts"
 H_GROUP = "postbox.group"
 H_FAILED_AT = "postbox.failed_at"
+#: Added by ``postbox dlq replay`` to the copy it sends back: names the dead letter (a copy sent on
+#: purpose, which the group's failure verdict on the event does not bind).
+REPLAY_OF_HEADER = "postbox.replay.of"
 #: Every dead letter carries these.
 DLQ_HEADERS = (H_ERROR, H_CLASS, H_KIND, H_TOPIC, H_PARTITION, H_OFFSET, H_ATTEMPTS, H_GROUP, H_FAILED_AT)
 #: Only reference-only dead letters carry these: ``true``, and the original record's size in bytes.

@@ -36,33 +36,19 @@ class PartitionState:
     streak: Streak | None = None
     last_error: str = ""
     #: Records whose effect failed after later records of the partition were applied and whose
-    #: dead letter is not acknowledged yet: offset → verdict, dead-lettered on the retry without
-    #: being run again (so they never take effect after their successors).
+    #: dead letter is not acknowledged yet, or dead-lettered records read again behind an earlier
+    #: one: offset → verdict, finished on the retry without being run again. This process's
+    #: shortcut: the verdict that binds every reader is in the event's marker
+    #: (:mod:`postbox.effects.verdicts`).
     owed: dict[int, Failure] = field(default_factory=dict)
-    #: The event id of the record each verdict was found on (saved with it).
-    owed_ids: dict[int, str | None] = field(default_factory=dict)
-    #: Verdicts loaded from Redis not yet matched with their record: one given to a record with
-    #: another event id at that offset (the topic created again) is dropped instead.
-    owed_unverified: set[int] = field(default_factory=set)
-    #: The owed verdicts persisted for this partition were read since it was assigned (see
-    #: :mod:`postbox.consumer.owed_store`).
-    owed_loaded: bool = False
-    #: ``owed`` changed since it was last saved to Redis.
-    owed_dirty: bool = False
 
-    def owe(self, offset: int, failure: Failure, event_id: str | None) -> None:
-        """Keep ``failure`` as the verdict of the record at ``offset`` whose event id is
-        ``event_id`` (saved to Redis after the batch)."""
+    def owe(self, offset: int, failure: Failure) -> None:
+        """Keep ``failure`` as the verdict of the record at ``offset``."""
         self.owed[offset] = failure
-        self.owed_ids[offset] = event_id
-        self.owed_dirty = True
 
     def paid(self, offset: int) -> None:
         """The record at ``offset`` is finished: its verdict is owed no more."""
-        if self.owed.pop(offset, None) is not None:
-            self.owed_ids.pop(offset, None)
-            self.owed_unverified.discard(offset)
-            self.owed_dirty = True
+        self.owed.pop(offset, None)
 
     @property
     def paused(self) -> bool:

@@ -52,10 +52,6 @@ class Partitions:
     """The assigned partitions of one consumer (see the module docs). ``consumer`` is set once the
     Kafka client is open; ``settle`` is called before a revoke or loss hands partitions over."""
 
-    #: The group's owed dead-letter verdicts are read from and kept in Redis for these partitions
-    #: (:mod:`postbox.consumer.owed_store`); a window run neither reads nor writes them.
-    keeps_owed_verdicts = True
-
     def __init__(self, group: str, metrics: Metrics, backoff: Backoff) -> None:
         self.group = group
         self.metrics = metrics

@@ -55,10 +55,11 @@ from postbox.consumer import tracing
 from postbox.consumer.logs import event_context, log_event
 from postbox.consumer.metrics import Metrics
 from postbox.consumer.observation import Observer, notify, settled_records
-from postbox.consumer.owed_store import OwedStore
-from postbox.consumer.partition_state import PartitionState
 from postbox.consumer.partitions import Partitions
+from postbox.consumer.dlq_record import REPLAY_OF_HEADER
 from postbox.effects import ApplyResult, Effects, EffectsEngine, EventRef
+from postbox.effects.keys import ReplayRef
+from postbox.effects.verdicts import is_verdict, parse_verdict
 from postbox.effects import Outcome as ApplyOutcome
 from postbox.errors import EffectEngineError, TransientEffectError
 from postbox.events import Event
@@ -167,8 +168,6 @@ class Pipeline:
         self._in_flight: InFlight | None = None
         self._topics: dict[str, tuple[Any, Any, Any, Any]] = {}
         self._apply_seconds = metrics.apply_seconds.labels(group)
-        #: Owed dead-letter verdicts outlive this process (a restart, the partition's next owner).
-        self.owed_store = OwedStore(engine.client, engine.layout, engine.marker_ttl_ms)
 
     # -- 1. prepare -----------------------------------------------------------------------------------
 
@@ -178,51 +177,21 @@ class Pipeline:
         if not items:
             return None
         blocks = Blocks()
-        self._load_owed(items, blocks)
         owing = {tp: state for tp, state in self.partitions.states.items() if state.owed}
         decode = self.decoder.message  # no Origin per record: one is made for a failure only (_origin)
         for item in items:
-            owed = _owed_verdict(item, owing[item.tp]) if owing and item.tp in owing else None
-            if owed is not None:  # its effect failed earlier; only its dead letter is left to write
-                item.failure = owed
-                continue
             outcome = decode(item.msg)
             if isinstance(outcome, Failure):
                 item.failure = outcome
             else:
                 item.event, item.route, item.ref = outcome
+                if REPLAY_OF_HEADER in item.event.headers:  # sent again on purpose: not bound by a verdict
+                    item.ref = ReplayRef.of(item.ref)
+            owed = owing[item.tp].owed.get(item.offset) if owing and item.tp in owing else None
+            if owed is not None:  # it failed earlier; only its dead letter is left (its ref: to note it in the marker)
+                item.failure = owed
         self._run_handlers(items, blocks)
         return Prepared(items, blocks)
-
-    def _load_owed(self, items: list[Item], blocks: Blocks) -> None:
-        """Read the owed verdicts of the partitions assigned since the last batch (each once per
-        assignment, before any of its records is run). Redis unreachable: their records wait
-        (blocked here, the partition retried) — running one that owes a verdict could apply it
-        after its successors."""
-        if not self.partitions.keeps_owed_verdicts:
-            return
-        states = [s for s in self.partitions.states.values() if not s.owed_loaded]
-        if not states:
-            return
-        try:
-            loaded = self.owed_store.load([s.key() for s in states])
-        except TransientEffectError as exc:
-            loaded = {}
-            error: TransientEffectError | None = exc
-        else:
-            error = None
-        for state in states:
-            answer = loaded.get(state.key(), error)
-            if isinstance(answer, TransientEffectError):  # its node is down (a cluster): only its records wait
-                for item in items:
-                    if item.tp == state.key():
-                        blocks.block(item.tp, item.offset, answer.reason, str(answer))
-                continue
-            state.owed_loaded = True
-            for offset, (failure, event_id) in (answer or {}).items():
-                if offset not in state.owed:
-                    state.owed[offset], state.owed_ids[offset] = failure, event_id
-                    state.owed_unverified.add(offset)
 
     def _take(self, messages: list[Message]) -> list[Item]:
         items: list[Item] = []
@@ -307,7 +276,7 @@ class Pipeline:
                 batch.block(tp, block.offset, block.reason, block.error)
         permanent = [i for i in items if i.failure is not None and i.permanent]
         if permanent:
-            self._dead_letter(self._not_applied_before(permanent, batch), batch)
+            self._dead_letter(*self._not_applied_before(permanent, batch), batch)
         to_apply = [i for i in items if i.fx is not None and i.failure is None]
         if batch.blocks.at:  # a partition stopped: nothing at or after its block is applied
             to_apply = [i for i in to_apply if not batch.covers(i.tp, i.offset)]
@@ -376,7 +345,7 @@ class Pipeline:
                     tracing.record_applies([(i.event, _outcome_name(r)) for i, r in zip(flight.to_apply, results) if i.event is not None],
                                            self.group, applied.started_ns, applied.ended_ns)  # fmt: skip
                 failed = self._account(flight.to_apply, results, flight.batch, whole=flight.whole)
-                self._dead_letter(failed, flight.batch, owe=True)
+                self._dead_letter(failed, None, flight.batch, owe=True)
         if log.isEnabledFor(logging.DEBUG):
             log_batch(flight.items, results, flight.batch)
         if self.observer is not None:
@@ -385,27 +354,8 @@ class Pipeline:
             notify(self.observer, settled_records(flight.items, flight.batch, acknowledged, now, _event_id))
         positions = self.partitions.finish(flight.batch)
         self._owe_delivered(flight.items, flight.batch, positions)
-        self._save_owed()
         self._carry(flight.items, flight.batch, positions)
         return True
-
-    def _save_owed(self) -> None:
-        """Persist the owed verdicts that changed (rare: a dead letter not acknowledged). Redis
-        unreachable: kept in memory and saved after a later batch; the partitions that owe them are
-        paused at or before them meanwhile, so nothing runs past them."""
-        if not self.partitions.keeps_owed_verdicts:
-            return
-        dirty = [s for s in self.partitions.states.values() if s.owed_dirty]
-        if not dirty:
-            return
-        try:
-            self.owed_store.save(dirty)
-        except TransientEffectError as exc:
-            log_event(log, logging.WARNING, "owed dead-letter verdicts not saved to Redis yet; retried after the next batch",
-                      error=str(exc), partitions=[s.key() for s in dirty])
-            return
-        for state in dirty:
-            state.owed_dirty = False
 
     def _owe_delivered(self, items: list[Item], batch: Batch, positions: dict[TopicPartitionKey, Position]) -> None:
         """Dead-lettered records at or after their partition's commit are read again: by the retry
@@ -428,7 +378,7 @@ class Pipeline:
             if at is None or item.offset < at or item.failure is None or batch.fate(item.tp, item.offset) is not Fate.DEAD_LETTERED:
                 continue
             if item.offset not in states[item.tp].owed:
-                states[item.tp].owe(item.offset, replace(item.failure, recorded=True, delivered=True), _event_id(item))
+                states[item.tp].owe(item.offset, replace(item.failure, recorded=True, delivered=True))
 
     def _carry(self, items: list[Item], batch: Batch, positions: dict[TopicPartitionKey, Position]) -> None:
         """Keep the held records for the next launch (each partition's commit stops before them)."""
@@ -504,11 +454,13 @@ class Pipeline:
 
     # -- dead letters -----------------------------------------------------------------------------------
 
-    def _dead_letter(self, failed: list[Item], batch: Batch, *, owe: bool = False) -> None:
+    def _dead_letter(self, failed: list[Item], fresh: "set[int] | None", batch: Batch, *, owe: bool = False) -> None:
         """Failure stream, then ``<topic>.dlq`` (acknowledged). A record whose dead letter is not
         written blocks its partition there; with ``owe`` (effect failures: records after it are
         already applied) its verdict is kept, so the retry dead-letters it without running it
-        again — it can never take effect after a later event of its aggregate."""
+        again — it can never take effect after a later event of its aggregate. Without: the
+        verdicts written for this attempt (``fresh``: ids of the items) are withdrawn, so the retry
+        runs the record in its place."""
         failed = [i for i in failed if not batch.covers(i.tp, i.offset)]
         if failed and any(i.failure is not None and i.failure.delivered for i in failed):
             failed = self._finish_delivered(failed, batch)
@@ -522,41 +474,82 @@ class Pipeline:
             for item in failed:
                 self._owe(item, owe)
                 batch.block(item.tp, item.offset, exc.reason, str(exc))
+            self._withdraw([i for i in failed if fresh and id(i) in fresh])
             return
+        delivered: list[Item] = []
         for item, error in zip(failed, self.dead_letters.send(letters)):
             state = self.partitions.states.get(item.tp)
             if error is None:
                 batch.finished(item.tp, item.offset, Fate.DEAD_LETTERED)
                 self._dead_lettered(item)
+                delivered.append(item)
                 if state is not None:
                     state.paid(item.offset)
             else:
                 self._owe(item, owe)
                 batch.block(item.tp, item.offset, "dlq", error)
+        if fresh and len(delivered) < len(failed):
+            sent = {id(i) for i in delivered}
+            self._withdraw([i for i in failed if id(i) in fresh and id(i) not in sent])
+        self._note_delivered(delivered)
 
-    def _not_applied_before(self, failed: list[Item], batch: Batch) -> list[Item]:
-        """The handler failures among ``failed`` whose event this group already applied are
-        redeliveries, not poison: finished as duplicates (counted and logged as such), never
-        dead-lettered. A handler changed between delivery and redelivery may raise on an event it
-        applied the first time (DESIGN: the marker is met whatever the handler does now). Such a
-        duplicate is committed, so it waits for durability as an apply's do: the engine confirms
-        the markers found (WAITAOF), and the server must be durable (``require_durable``).
-        Returns the records left to dead-letter. Redis unreachable, WAITAOF unconfirmed or Redis
-        not durable: their partitions stop there (retried)."""
-        asked = [(i, i.ref) for i in failed if i.ref is not None and not batch.covers(i.tp, i.offset)]
+    def _withdraw(self, items: list[Item]) -> None:
+        """Withdraw the verdicts written for records whose dead letter was not written (see
+        :meth:`EffectsEngine.withdraw_failures`); not withdrawn, the retry dead-letters them."""
+        refs = [i.ref for i in items if i.ref is not None]
+        if refs:
+            _best_effort(lambda: self.engine.withdraw_failures(refs), [r.id for r in refs], "failure verdicts of records not "
+                         "dead-lettered could not be withdrawn: the retry dead-letters them without running them")
+
+    def _note_delivered(self, items: list[Item]) -> None:
+        """Mark the verdicts of acknowledged dead letters as delivered in their markers, so a
+        reader of the record after a commit that did not land finishes it without a second dead
+        letter. Not noted (Redis unreachable): that dead letter may be written again; the event
+        never runs again either way (the verdict stays)."""
+        noted = [(i.ref, i.failure.error_class, i.failure.error) for i in items if i.ref is not None and i.failure is not None]
+        if noted:
+            _best_effort(lambda: self.engine.mark_delivered(noted), [ref.id for ref, _, _ in noted],
+                         "dead letters acknowledged but not noted in their markers: a redelivery would write them again")
+
+    def _not_applied_before(self, failed: list[Item], batch: Batch) -> tuple[list[Item], set[int]]:
+        """Leave each handler failure's verdict in its event's marker before anything after it is
+        applied (:meth:`EffectsEngine.record_failures`), so whoever reads the event next — after a
+        crash, a commit that never landed, in a window run — dead-letters it instead of running it
+        after its successors. What the marker said before decides the rest:
+
+        - the group applied the event: a redelivery, not poison — finished as a duplicate (counted
+          and logged as such), never dead-lettered. A handler changed between delivery and
+          redelivery may raise on an event it applied the first time (DESIGN: the marker is met
+          whatever the handler does now). Committed, so it waits for durability as an apply's
+          duplicates do (the engine confirms the markers found; ``require_durable``);
+        - an earlier verdict whose dead letter was acknowledged: finished, not sent again.
+
+        Returns the records left to dead-letter, and the ids of those whose verdict was written
+        now. Redis unreachable, WAITAOF unconfirmed or Redis not durable: their partitions stop
+        there (retried)."""
+        asked = [i for i in failed if i.ref is not None and i.failure is not None and not batch.covers(i.tp, i.offset)]
         if not asked:
-            return failed
+            return failed, set()
         try:
-            seen = self.engine.already_applied([ref for _, ref in asked])
-            if any(seen):
+            found = self.engine.record_failures([(i.ref, i.failure.error_class, i.failure.error) for i in asked])  # type: ignore[misc,union-attr]
+            if any(value is not None for value in found):
                 self._require_durable()
         except TransientEffectError as exc:
-            for item, _ in asked:
+            for item in asked:
                 batch.block(item.tp, item.offset, exc.reason, str(exc))
-            return failed  # _dead_letter leaves out what the blocks cover
-        duplicates = [i for (i, _), applied in zip(asked, seen) if applied]
-        if not duplicates:
-            return failed
+            return failed, set()  # _dead_letter leaves out what the blocks cover
+        duplicates = [i for i, value in zip(asked, found) if value is not None and not is_verdict(value)]
+        delivered = [i for i, value in zip(asked, found) if value is not None and is_verdict(value) and parse_verdict(value).delivered]
+        if delivered:
+            batch.finish_all([(i.tp, i.offset) for i in delivered], Fate.DEAD_LETTERED)
+        if duplicates:
+            self._skip_applied(duplicates, batch)
+        fresh = {id(i) for i, value in zip(asked, found) if value is None}
+        done = {id(i) for i in duplicates + delivered}
+        return ([i for i in failed if id(i) not in done] if done else failed), fresh
+
+    def _skip_applied(self, duplicates: list[Item], batch: Batch) -> None:
+        """Finish handler failures on events the group applied before as duplicates (see above)."""
         batch.finish_all([(i.tp, i.offset) for i in duplicates], Fate.DUPLICATE)
         for item in duplicates:
             self._topic(item.tp[0])[2].inc()
@@ -566,8 +559,6 @@ class Pipeline:
                           "skipped as a duplicate, not dead-lettered", event_id=_event_id(item),
                           error_class=failure.error_class if failure else None, error=failure.error if failure else None,
                           **item.where())
-        done = {id(i) for i in duplicates}
-        return [i for i in failed if id(i) not in done]
 
     def _finish_delivered(self, failed: list[Item], batch: Batch) -> list[Item]:
         """Finish the records whose dead letter was acknowledged before (owed as delivered, see
@@ -586,7 +577,7 @@ class Pipeline:
     def _owe(self, item: Item, owe: bool) -> None:
         state = self.partitions.states.get(item.tp)
         if owe and state is not None and item.failure is not None:
-            state.owe(item.offset, replace(item.failure, recorded=True), _event_id(item))
+            state.owe(item.offset, replace(item.failure, recorded=True))
 
     def _dead_lettered(self, item: Item) -> None:
         """Counted and logged once, when its dead letter is acknowledged: a record whose dead
@@ -629,10 +620,23 @@ def _effect_failed(item: Item, result: ApplyResult) -> None:
     to dead-letter, or — its undo failed too — the engine error that stops the consumer."""
     if result.undo_error:
         result.raise_for_failure()  # EffectEngineError: the consumer stops
+    if result.earlier is not None:  # the group's verdict, found in its marker: it did not run now
+        verdict = result.earlier
+        item.failure = Failure(verdict.error_class, verdict.error, 1, recorded=True, delivered=verdict.delivered)
+        item.fx = None
+        return
     code = classes.CROSS_SLOT if result.cross_slot else classes.redis_error_code(result.error)
     where = f" at command {result.command_index} ({result.command})" if result.command_index is not None else ""
     item.failure = Failure(classes.effect_failed(code), f"effect failed{where}: {result.error}", 1, recorded=not result.cross_slot)
     item.fx = None
+
+
+def _best_effort(write: Callable[[], None], events: list[str], warning: str) -> None:
+    """Run a marker write whose failure loses nothing but a shortcut (Redis unreachable: logged)."""
+    try:
+        write()
+    except TransientEffectError as exc:
+        log_event(log, logging.WARNING, warning, error=str(exc), events=events)
 
 
 def _latencies(applied: list[Item]) -> list[float]:
@@ -656,21 +660,6 @@ def _origin(item: Item) -> Origin:
     if item.origin is None:
         item.origin = Origin.of(item.msg)
     return item.origin
-
-
-def _owed_verdict(item: Item, state: PartitionState) -> Failure | None:
-    """The verdict ``state`` owes for ``item``'s record, if any. One loaded from Redis holds only
-    for the record it was found on: another event at that offset (the topic created again)
-    drops it."""
-    failure = state.owed.get(item.offset)
-    if failure is None or item.offset not in state.owed_unverified:
-        return failure
-    expected = state.owed_ids.get(item.offset)
-    if expected is not None and expected != _event_id(item):
-        state.paid(item.offset)
-        return None
-    state.owed_unverified.discard(item.offset)
-    return failure
 
 
 def _event_id(item: Item) -> str | None:

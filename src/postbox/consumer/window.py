@@ -6,8 +6,10 @@ use it to re-apply (or catch up on) a slice of history. Why it is safe beside th
 effects still go through the group's engine, so every event meets the group's dedupe marker —
 an event the group already applied comes back as a *duplicate* and changes nothing, an event not
 applied yet is applied once (whichever of the window and the live group gets there first, the
-other one meets the marker). Why it never commits: the group's offsets say what the *group* has
-consumed; a window that moved them would make the live group skip or re-read records.
+other one meets the marker) — and in each aggregate's order, provided it starts at or before the
+group's committed offsets, which the commands check before it runs
+(:mod:`postbox.incident.window_order`). Why it never commits: the group's offsets say what the
+*group* has consumed; a window that moved them would make the live group skip or re-read records.
 
 What differs from a group member, all behind :class:`WindowAssignment` (see
 :mod:`postbox.consumer.assignment`):
@@ -139,11 +141,10 @@ class WindowPartitions(Partitions):
     """The partitions of a window run: assigned once, never committed (the group's offsets stay
     where they are), each record's fate counted in its :class:`Tally`.
 
-    The group's owed dead-letter verdicts (:mod:`postbox.consumer.owed_store`) are the live
-    members' business: a window neither reads them nor writes them (its ``done`` is not the
-    group's, and a save would replace the group's hash)."""
-
-    keeps_owed_verdicts = False
+    The group's failure verdicts bind a window as they bind the group's members: they are in the
+    events' markers (:mod:`postbox.effects.verdicts`), which the window's engine reads and writes
+    as the group's. A record the group failed is dead-lettered (if its dead letter is still owed)
+    or finished, never run after its successors; a failure the window finds is left for the group."""
 
     def __init__(self, group: str, metrics: Metrics, backoff: Backoff, tallies: dict[TopicPartitionKey, Tally]) -> None:
         super().__init__(group, metrics, backoff)

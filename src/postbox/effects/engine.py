@@ -67,7 +67,8 @@ from postbox.effects import eviction, groups, server_watch
 from postbox.effects.builder import Effects
 from postbox.effects.durability import Durability, check_durability, wait_for
 from postbox.effects.replicas import Replicas, Wait
-from postbox.effects.keys import EventRef, KeyLayout, describe_slots, key_slot, legacy_anchor, tag_text
+from postbox.effects.keys import EventRef, KeyLayout, ReplayRef, describe_slots, key_slot, legacy_anchor, tag_text
+from postbox.effects.verdicts import Verdict, handler_verdict, is_verdict, parse_verdict
 from postbox.effects.nodes import NodeHealth, Placement, plan_waves
 from postbox.effects.redis_errors import CLUSTER_UNSETTLED, transient_reason
 from postbox.effects.script import ApplyScript, build_script, default_functions_dir
@@ -100,7 +101,7 @@ DEFAULT_BATCH_SIZE = 512
 MAX_CALL_ARGS = 20_000
 MAX_CALL_BYTES = 4 * 1024 * 1024
 DEFAULT_FAILURES_MAXLEN = 10_000
-_PROTOCOL = b"3"
+_PROTOCOL = b"4"
 #: The error text of a script stopped by SCRIPT KILL (Redis kills only scripts that wrote nothing).
 _SCRIPT_KILLED = "Script killed by user"
 _ATTEMPTS = 3
@@ -144,6 +145,9 @@ class ApplyResult:
     cross_slot: bool = False
     #: Why a ``RETRY`` is to be retried (a transient reason such as ``connection``, ``CLUSTERDOWN``).
     reason: str | None = None
+    #: A ``FAILED`` event that failed earlier: the group's verdict found in its marker (nothing
+    #: ran; see :mod:`postbox.effects.verdicts`). ``error_class``/``error`` are the verdict's.
+    earlier: Verdict | None = None
 
     @property
     def applied(self) -> bool:
@@ -178,7 +182,7 @@ class ApplyResult:
 
 def _outcome_fields(outcome: Outcome) -> dict[str, Any]:
     return {"event_id": "", "outcome": outcome, "command_index": None, "op": None, "command": None, "error": None,
-            "error_class": None, "undo_error": None, "cross_slot": False, "reason": None}
+            "error_class": None, "undo_error": None, "cross_slot": False, "reason": None, "earlier": None}
 
 
 _APPLIED = _outcome_fields(Outcome.APPLIED)
@@ -246,7 +250,7 @@ class EffectsEngine:
     for a cluster); ``strict_slots`` refuses events with an effect key outside the event's slot
     (default: on for a cluster; the test harness turns it on everywhere so handlers are
     cluster-ready from the start). ``functions_dir`` holds the user effect functions (default:
-    ``POSTBOX_LUA_DIR``, else ``./consumers/lua``). ``legacy_markers`` (default on): also treat an
+    ``POSTBOX_LUA_DIR``, else none: never the working directory's files). ``legacy_markers`` (default on): also treat an
     event as a duplicate when its marker exists under the layout of postbox before the marker
     identity change (derived from the event's effects as that version did; on a cluster only when
     that key is in the event's slot) — leave it on until every record a group may redeliver was
@@ -494,61 +498,116 @@ class EffectsEngine:
         return self.layout.marker(ref.id.encode("utf-8"), ref.tag_bytes)
 
     def already_applied(self, refs: Sequence[EventRef]) -> list[bool]:
-        """Whether this group applied each event before (its dedupe marker exists), in order; the
-        markers found are then as durable as an apply's duplicates (the runtime commits them).
-
-        Why: the runtime asks this before it dead-letters a handler failure. A handler changed
-        between delivery and redelivery (a deploy, outside state) may raise on an event it applied
-        the first time; that redelivery is a duplicate, and a dead letter for it would page someone
-        about an event that took effect. Its marker may be another connection's write not yet on
-        disk (``everysec``): on a WAITAOF server each marker is rewritten unchanged on the asking
-        connection (``SET <marker> 1 XX KEEPTTL``: the existence check and that write in one
-        command, as a duplicate's touch in the apply script) and ``WAITAOF 1 0`` waits for it. With
-        ``appendfsync always`` the reply leaves after the fsync of every write before it. Whether
-        the server is durable at all is the caller's check (:meth:`durability`), as after an apply.
-        One pipeline per node, on the failure path only. Only the current layout's marker is read:
-        during the legacy transition an event marked under the old layout (keyed by its effects,
-        which a failed handler did not describe) reads as not applied, as before.
+        """Whether this group applied each event before (its marker says ``1``), in order; the
+        markers found are then as durable as an apply's duplicates. A marker holding a failure
+        verdict (:mod:`postbox.effects.verdicts`) is not applied. See :meth:`record_failures`,
+        which the runtime uses; this one writes nothing (but the touch a wait needs).
 
         Raises :class:`TransientEffectError` (retry later: Redis unreachable, WAITAOF unconfirmed,
-        MOVED) or :class:`EffectConfigError` (ACL, a server that can evict).
-        """
-        if not refs:
+        MOVED) or :class:`EffectConfigError` (ACL, a server that can evict)."""
+        found = self._read_markers([(ref, None) for ref in refs])
+        return [value is not None and not is_verdict(value) for value in found]
+
+    def record_failures(self, failures: Sequence[tuple[EventRef, str, str]]) -> list[bytes | None]:
+        """Leave each failed event's verdict in its marker (``(ref, error class, error)``; a dead
+        letter owed, see :mod:`postbox.effects.verdicts`) unless the marker already says something,
+        and return what it said before: None (the verdict is written now), ``b"1"`` (the group
+        applied the event: a redelivery, not poison) or an earlier verdict (its dead letter may be
+        acknowledged already). A :class:`~postbox.effects.keys.ReplayRef` replaces an earlier
+        verdict with its own (it still reads ``b"1"`` as applied).
+
+        Why: the runtime calls this before it dead-letters a handler failure and before the events
+        after it are applied, so whoever reads the event next — after a crash, a lost commit, in a
+        window run — is told it failed instead of running it after its successors. A handler
+        changed between delivery and redelivery (a deploy, outside state) may raise on an event it
+        applied the first time: that redelivery is a duplicate. Markers found are made as durable
+        as an apply's duplicates (the runtime commits past them): on a WAITAOF server each is
+        rewritten unchanged on one connection and ``WAITAOF 1 0`` (and the replica wait) follows.
+        Whether the server is durable at all is the caller's check (:meth:`durability`). Only the
+        current layout's marker is read: during the legacy transition an event marked under the old
+        layout (keyed by its effects, which a failed handler did not describe) reads as not applied.
+
+        Raises as :meth:`already_applied`."""
+        return self._read_markers([(ref, handler_verdict(error_class, error)) for ref, error_class, error in failures])
+
+    def mark_delivered(self, failures: Sequence[tuple[EventRef, str, str]]) -> None:
+        """Note in each failed event's marker that its dead letter is acknowledged (``D``), so a
+        later reader finishes it without sending it again. Only a marker that is there is
+        rewritten (``XX KEEPTTL``: an expired one is not made again). Best effort by design: not
+        noted, the dead letter may be written a second time, never the event run again. Raises
+        :class:`TransientEffectError` when Redis cannot take it."""
+        by_node = self._by_node([self.marker_key(ref) for ref, _, _ in failures])
+        for client, numbers, markers in by_node:
+            commands: list[Command] = [
+                (b"SET", marker, handler_verdict(failures[n][1], failures[n][2], delivered=True), b"XX", b"KEEPTTL")
+                for n, marker in zip(numbers, markers)
+            ]  # fmt: skip
+            self._exchange(client, commands)
+
+    def withdraw_failures(self, refs: Sequence[EventRef]) -> None:
+        """Remove the verdicts :meth:`record_failures` just wrote for these events (nothing after
+        them was applied: their dead letter was not written), so the retry runs them in their place
+        — a handler fixed meanwhile applies them. Only for verdicts the caller wrote itself (a plain
+        ``DEL``). Raises :class:`TransientEffectError` when Redis cannot take it: the verdicts then
+        stay, and the retry dead-letters those events without running them (safe, not in place)."""
+        for client, _, markers in self._by_node([self.marker_key(ref) for ref in refs]):
+            self._exchange(client, [(b"DEL", marker) for marker in markers])
+
+    def _read_markers(self, asked: Sequence[tuple[EventRef, bytes | None]]) -> list[bytes | None]:
+        """Each marker's value (None: absent), writing ``verdict`` where one is given and the
+        marker is absent (``SET NX GET``; a replayed copy's replaces an earlier verdict); with a
+        WAITAOF server the markers found are touched and waited for. One pipeline per node."""
+        if not asked:
             return []
         seen, used = self._verdict_now()
         wait = wait_for(used, self.waitaof_timeout_ms)
-        by_node: dict[str, tuple[redis.Redis, list[int]]] = {}
-        markers = [self.marker_key(ref) for ref in refs]
-        for number, marker in enumerate(markers):
-            name, client = self._node_for(key_slot(marker)) if self.cluster else ("", self.client)
-            by_node.setdefault(name, (client, []))[1].append(number)  # type: ignore[arg-type]
-        found = [False] * len(refs)
-        for client, numbers in by_node.values():
-            for number, seen in zip(numbers, self._markers_exist(client, [markers[n] for n in numbers], wait)):
-                found[number] = seen
+        markers = [self.marker_key(ref) for ref, _ in asked]
+        found: list[bytes | None] = [None] * len(asked)
+        for client, numbers, keys in self._by_node(markers):
+            commands: list[Command] = [
+                (b"GET", key) if asked[n][1] is None else (b"SET", key, asked[n][1], b"NX", b"PX", _num(self.marker_ttl_ms), b"GET")  # type: ignore[misc]
+                for n, key in zip(numbers, keys)
+            ]  # fmt: skip
+            for n, value in zip(numbers, self._exchange(client, commands)):
+                found[n] = value
+            replaced = [(n, key) for n, key in zip(numbers, keys)
+                        if type(asked[n][0]) is ReplayRef and asked[n][1] is not None and is_verdict(found[n])]  # fmt: skip
+            if replaced:
+                self._exchange(client, [(b"SET", key, asked[n][1], b"XX", b"KEEPTTL") for n, key in replaced])  # type: ignore[misc]
+                for n, _ in replaced:
+                    found[n] = None
+            touched: list[Command] = [(b"SET", key, value, b"XX", b"KEEPTTL") for n, key in zip(numbers, keys) if (value := found[n]) is not None]
+            if wait is not None and touched:
+                replies = self._exchange(client, touched + list(wait.commands))
+                self._confirmed(wait, replies[len(touched):])
         self._same_server(seen, used)
         return found
 
-    def _markers_exist(self, client: redis.Redis, markers: list[bytes], wait: Wait | None) -> list[bool]:
-        """One node's part of :meth:`already_applied`: EXISTS, or with a ``wait`` the touch of each
-        marker found and the wait, in one round trip on one connection."""
-        commands: list[Command] = [(b"EXISTS", m) if wait is None else (b"SET", m, b"1", b"XX", b"KEEPTTL") for m in markers]
-        if wait is not None:
-            commands += wait.commands
+    def _by_node(self, markers: list[bytes]) -> list[tuple[redis.Redis, list[int], list[bytes]]]:
+        """The markers grouped by the node that holds them (one group on a single server)."""
+        if not self.cluster:
+            return [(self.client, list(range(len(markers))), markers)]  # type: ignore[list-item]
+        by_node: dict[str, tuple[redis.Redis, list[int], list[bytes]]] = {}
+        for number, marker in enumerate(markers):
+            name, client = self._node_for(key_slot(marker))
+            entry = by_node.setdefault(name, (client, [], []))
+            entry[1].append(number)
+            entry[2].append(marker)
+        return list(by_node.values())
+
+    def _exchange(self, client: redis.Redis, commands: list[Command]) -> list[Any]:
+        """One round trip of plain commands; an error reply (MOVED: the slot map is read again)
+        raised as the engine's error."""
         try:
             replies = round_trip(client, commands, self._watched)
         except (redis.RedisError, redis.RedisClusterException) as exc:
             raise self._classify(exc) from exc
-        confirmation = replies[len(markers):]
-        del replies[len(markers):]
         for reply in replies:
             if self.cluster and isinstance(reply, (MovedError, AskError)):
                 self._refresh_topology()  # the slot moved: the retry asks its new node
             if isinstance(reply, BaseException):
                 raise self._classify(reply)
-        if wait is not None:
-            self._confirmed(wait, confirmation)
-        return [reply == 1 if isinstance(reply, int) else reply is not None for reply in replies]
+        return replies
 
     def _confirmed(self, wait: Wait, replies: list[Any]) -> None:
         """Raise unless ``replies`` (the wait's) confirm the apply: the local AOF fsync, the
@@ -620,6 +679,8 @@ class EffectsEngine:
                 legacy = self._legacy_marker(eid, keys, tag, marker, slot)
                 shape = b"-" if legacy is None else b"w" if legacy_writable(eid) else b"l"
                 size = effects._size + 2 * len(marker) + len(eid) + (len(legacy) if legacy else 0)
+            if type(ref) is ReplayRef:  # sent again on purpose: a verdict in its marker does not bind it
+                shape += b"r"
             add(_new_event(_Event, (
                 index, eid, effects, marker, legacy, shared_failures or failures_in(tag), slot if cluster else 0,
                 len(keys) + len(effects._args) + 5, size, shape + b"".join(effects._shape),
@@ -645,8 +706,9 @@ class EffectsEngine:
                 f"event {event_id}: effect function {missing[0]!r} has no file "
                 f"{missing[0]}.lua in the functions folder {self.script.folder or '(none configured)'}"
                 f" (known: {', '.join(sorted(self.script.functions)) or 'none'})",
-                fix="deploy the function's .lua file with the handler (POSTBOX_LUA_DIR, else ./consumers/lua), "
-                "or fix the name the handler calls; then restart the consumer",
+                fix="deploy the function's .lua file with the handler and name its folder in POSTBOX_LUA_DIR "
+                "(the working directory's consumers/lua is not read unless named), or fix the name the handler "
+                "calls; then restart the consumer",
             )
 
     def _legacy_marker(self, eid: bytes, keys: Sequence[bytes], tag: bytes, marker: bytes, slot: int) -> bytes | None:
@@ -741,6 +803,9 @@ class EffectsEngine:
                 at += 4
 
     def _failure(self, event: _Event, code: int, detail: list[Any]) -> ApplyResult:
+        if code == 6:
+            verdict = parse_verdict(detail[2].encode("utf-8") if isinstance(detail[2], str) else bytes(detail[2]))
+            return ApplyResult(event.event_id, Outcome.FAILED, error=verdict.error, error_class=verdict.error_class, earlier=verdict)
         number, op, error = int(detail[0]), _text(detail[1]), self.script.explain(_text(detail[2]))
         command = event.effects.commands[number - 1]
         if code == 5:
@@ -986,7 +1051,7 @@ class EffectsEngine:
             message = self.script.explain(str(exc))
             raise EffectEngineError(
                 f"Redis refused to compile the apply script: {message}",
-                fix="fix the Lua file named above (user effect functions live in consumers/lua/)",
+                fix="fix the Lua file named above (the user effect functions of POSTBOX_LUA_DIR)",
             ) from exc
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             raise self._classify(exc) from exc

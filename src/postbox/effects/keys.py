@@ -156,6 +156,17 @@ def _event_ref(event_id: str, tag: str) -> EventRef:
     return ref
 
 
+@dataclass(frozen=True, slots=True)
+class ReplayRef(EventRef):
+    """An event copy an operator sent on purpose (``postbox dlq replay``): a failure verdict the
+    group left in the event's marker does not bind it, so it runs (see
+    :mod:`postbox.effects.verdicts`); an applied event's marker still makes it a duplicate."""
+
+    @classmethod
+    def of(cls, ref: EventRef) -> "ReplayRef":
+        return cls(ref.id, ref.tag)
+
+
 #: A handler's routing key: given the event, a key of the slot its effects write.
 RoutingKey = Callable[["Event"], "str | bytes"]
 
@@ -194,7 +205,7 @@ def escape_group(group: bytes) -> bytes:
 class KeyLayout:
     """Names of postbox's own keys for one consumer group.
 
-    - dedupe marker: ``<ns>:{<tag>}:seen:<escaped group>:<event id>`` (string ``1``, TTL = marker
+    - dedupe marker: ``<ns>:{<tag>}:seen:<escaped group>:<event id>`` (``1``, or a failure verdict: :mod:`postbox.effects.verdicts`; TTL = marker
       TTL); ``<tag>`` is :func:`tag_text` of the event's routing tag, the group escaped by
       :func:`escape_group` (the id is last, so it may hold anything).
     - legacy marker (during the upgrade transition):
@@ -204,6 +215,10 @@ class KeyLayout:
     - failure stream: ``<ns>:failures:<group>`` on a single server (one stream to read), or
       ``<ns>:{<tag>}:failures:<group>`` when ``slot_aligned`` (Redis Cluster: it must share the
       event's slot); capped with MAXLEN ~ and expiring after the marker TTL without failures.
+
+    :meth:`acl_patterns` lists every one of them as ACL key patterns: the Redis user of one
+    group (:func:`postbox.effects.acl.group_rules`) is made from it, so a key kind added here
+    must be added there too, and one removed goes from the user with it.
     """
 
     def __init__(self, namespace: str, group: str, *, slot_aligned: bool) -> None:
@@ -254,6 +269,30 @@ class KeyLayout:
         if self.slot_aligned:
             return b"%s:{%s}:failures:%s" % (self.namespace, text, self.group)
         return self._shared_failures  # one stream for the group: built once, asked once per event
+
+    def acl_patterns(self) -> tuple[bytes, ...]:
+        """Redis ACL key patterns (globs) covering every key of this group's layout and no other
+        group's: markers (current layout; the legacy one only where it is the same pattern, a
+        group needing no escaping), both failure-stream layouts (failure verdicts live in the
+        markers), and the group registry (one hash all groups share, see :mod:`postbox.effects.groups`).
+
+        Why another group's keys cannot match: the escaped group holds no ``:``, so
+        ``seen:<escaped>:`` ends where the group does (``a`` never
+        reaches ``a:b``, written ``a%3Ab``); the raw group of a failure stream is the key's end.
+        Glob characters of the group are escaped. Only a ``}`` after the tag could realign a
+        pattern, so neither a group nor an event id may hold one for the isolation to hold
+        (the outbox's ids are UUIDs; :func:`postbox.effects.acl.group_rules` refuses such a group).
+        A legacy marker of a group that needs escaping is not covered: it is spelt with the raw
+        group, which another group's escaped name can equal (``a%b`` and ``a%25b``)."""
+        from postbox.effects.groups import registry_key
+
+        ns = glob_escape(self.namespace)
+        return (
+            b"%s:{*}:seen:%s:*" % (ns, glob_escape(self._escaped_group)),
+            b"%s:failures:%s" % (ns, glob_escape(self.group)),
+            b"%s:{*}:failures:%s" % (ns, glob_escape(self.group)),
+            glob_escape(registry_key(self.namespace.decode("utf-8"))),
+        )
 
     def failures_pattern(self) -> bytes:
         """A SCAN pattern matching every failure stream of this group (both layouts)."""

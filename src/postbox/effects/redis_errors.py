@@ -1,7 +1,7 @@
 """Which Redis failures heal by waiting, for every runtime path that talks to Redis.
 
-Why one place: the effects engine (:meth:`~postbox.effects.engine.EffectsEngine._classify`), the
-owed dead-letter verdicts (:mod:`postbox.consumer.owed_store`) and the failure-stream write
+Why one place: the effects engine (:meth:`~postbox.effects.engine.EffectsEngine._classify`, the
+failure verdicts in markers included) and the failure-stream write
 (:meth:`postbox.consumer.deadletter.DeadLetters.record`) must agree on what is retried; each then
 words its own message and decides what the rest means for it.
 """

@@ -91,8 +91,8 @@ def build_script(functions_dir: Path | None) -> ApplyScript:
 
 
 def default_functions_dir() -> Path | None:
-    """The configured user functions folder (``POSTBOX_LUA_DIR``, else ``./consumers/lua`` if it
-    exists; see :func:`postbox.resources.lua_functions_dir`)."""
+    """The configured user functions folder (``POSTBOX_LUA_DIR``, else none; see
+    :func:`postbox.resources.lua_functions_dir`)."""
     from postbox.resources import lua_functions_dir
 
     return lua_functions_dir()

@@ -31,8 +31,8 @@ from postbox.consumer import dlq_record
 from postbox.errors import IncidentError, PostboxError, UnknownTopicError
 from postbox.kafka_cluster import DLQ_SUFFIX, Kafka
 from postbox.topics import TOPIC_PREFIX
+from postbox.consumer.dlq_record import REPLAY_OF_HEADER
 from postbox.incident.records import (
-    REPLAY_OF_HEADER,
     RecordView,
     parse_iso,
     render,
@@ -506,7 +506,7 @@ def find_applied(kafka: Kafka, redis_state: RedisState, items: list[ReplayItem],
         names = sorted(set(groups_of[item.topic]) | ({item.letter.group} if item.letter.group else set()))
         for group in names:
             marker = redis_state.find_marker(group, event_id, anchors)
-            if marker is not None:
+            if marker is not None and marker.verdict is None:  # a failure verdict: the group did not apply it
                 item.applied_by.append({"group": group, "marker": marker.key,
                                         "applied_at_estimate": iso(marker.applied_at(marker_ttl)), "expires_at": iso(marker.expires_at())})
 

@@ -19,8 +19,6 @@ from postbox.codec import AvroCodec, EventHeaders, decode_record
 from postbox.codec.headers import header_text
 from postbox.errors import DecodeError, PostboxError
 
-#: Headers this tool adds when it replays a dead letter.
-REPLAY_OF_HEADER = "postbox.replay.of"
 MAX_HEX = 4096
 
 

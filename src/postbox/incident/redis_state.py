@@ -23,6 +23,7 @@ import redis
 
 from postbox.effects.engine import DEFAULT_MARKER_TTL
 from postbox.effects.keys import KeyLayout, glob_escape
+from postbox.effects.verdicts import Verdict, is_verdict, parse_verdict
 from postbox.durations import parse_duration
 from postbox.errors import ConfigError, IncidentError
 from postbox.redis_client import connect
@@ -110,6 +111,13 @@ class Marker:
     key: str
     ttl_ms: int | None  # remaining; None when the key has no TTL
     found_by: str  # "aggregate" | "legacy-aggregate" | "legacy-event-id" | "scan"
+    #: The marker's value: ``1`` (applied) or the group's failure verdict (postbox.effects.verdicts).
+    value: bytes | None = None
+
+    @property
+    def verdict(self) -> Verdict | None:
+        """The failure verdict the marker holds, or None when it says the event applied."""
+        return parse_verdict(self.value) if self.value is not None and is_verdict(self.value) else None
 
     def applied_at(self, ttl: timedelta, now: datetime | None = None) -> datetime | None:
         if self.ttl_ms is None:
@@ -180,12 +188,13 @@ class RedisState:
             pipe = self.client.pipeline(transaction=False)
             for _, key in candidates:
                 pipe.pttl(key)
+                pipe.get(key)
             replies = pipe.execute()
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             raise IncidentError(f"Redis at {redact_url(self.url)} is unreachable ({exc})", fix="check POSTBOX_REDIS_URL / --redis-url") from None
-        for (label, key), pttl in zip(candidates, replies):
+        for (label, key), pttl, value in zip(candidates, replies[::2], replies[1::2]):
             if pttl != -2:
-                return Marker(key, pttl if pttl >= 0 else None, label)
+                return Marker(key, pttl if pttl >= 0 else None, label, value)
         return None
 
     def scan_marker(
@@ -218,9 +227,9 @@ class RedisState:
             cursor, keys = self.client.scan(cursor=cursor, match=pattern, count=10_000)
             scanned += 10_000
             for key in keys:
-                pttl = self.client.pttl(key)
+                pttl, value = self.client.pttl(key), self.client.get(key)
                 if pttl != -2:
-                    return Marker(key.decode("utf-8", "backslashreplace"), pttl if pttl >= 0 else None, "scan"), min(scanned, total), True
+                    return Marker(key.decode("utf-8", "backslashreplace"), pttl if pttl >= 0 else None, "scan", value), min(scanned, total), True
             if progress is not None:
                 progress(min(scanned, total), total)
             if cursor == 0:

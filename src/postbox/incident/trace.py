@@ -29,7 +29,8 @@ from postbox.topics import DLQ_SUFFIX, TOPIC_PREFIX, topic_for
 from postbox.ids import parse_event_id  # noqa: F401 - the one event-id rule, re-exported for the CLI
 from postbox.pipelines import DEFAULT, Pipeline
 from postbox.incident.records import RecordView, iso_ms, render, uuid7_time
-from postbox.incident.redis_state import RedisState, human_duration, iso, published_marker_ttls
+from postbox.effects.verdicts import Verdict
+from postbox.incident.redis_state import Marker, RedisState, human_duration, iso, published_marker_ttls
 from postbox.secret_env import env_source, env_value
 from postbox.settings import Settings
 
@@ -363,12 +364,15 @@ def _trace_group(
             if not complete and marker is None:
                 g.summary = f"(marker SCAN stopped after {scanned:,} keys)"
         g.failures = [f.as_dict() for f in redis_state.failures(group, rec.meta.event_id or "", anchors)]
+    verdict = marker.verdict if marker is not None else None
+    applied = marker.applied_at(marker_ttl) if marker is not None else None
     if marker is not None:
-        applied = marker.applied_at(marker_ttl)
-        g.marker = {
-            "key": marker.key, "found_by": marker.found_by, "ttl_ms": marker.ttl_ms,
-            "applied_at_estimate": iso(applied), "expires_at": iso(marker.expires_at()),
-        }
+        g.marker = _marker_fields(marker, verdict, applied)
+    if verdict is not None and not mine:
+        g.status = "failed"
+        owed = "acknowledged" if verdict.delivered else "owed (written when the group reads the record again)"
+        g.summary = f"failed in {group}: {verdict.error_class}: {verdict.error} (its verdict is in its marker; dead letter {owed})"
+    elif marker is not None and verdict is None:
         g.status = "applied"
         when = f" at ~{iso(applied)}" if applied else ""
         g.summary = f"applied by {group}{when}" + (" (after being dead-lettered; replayed)" if mine else "")
@@ -393,6 +397,18 @@ def _trace_group(
         stopped = "" if g.members else " (no members: its consumers are stopped)"
         g.summary = f"waiting: group {group} is {g.behind:,} behind on partition {rec.partition}{stopped}"
     return g
+
+
+def _marker_fields(marker: Marker, verdict: Verdict | None, applied: datetime | None) -> dict[str, Any]:
+    """What ``trace --json`` shows of a group's marker: an applied event's (with its estimated
+    apply time) or a failure verdict's (postbox.effects.verdicts)."""
+    return {
+        "key": marker.key, "found_by": marker.found_by, "ttl_ms": marker.ttl_ms,
+        "applied_at_estimate": None if verdict else iso(applied), "expires_at": iso(marker.expires_at()),
+        "verdict": None if verdict is None else {
+            "dead_letter": "acknowledged" if verdict.delivered else "owed", "error_class": verdict.error_class, "error": verdict.error,
+        },
+    }  # fmt: skip
 
 
 def _verdict(trace: Trace, marker_ttl: timedelta) -> None:

@@ -26,6 +26,7 @@ from postbox.errors import IncidentError
 from postbox.incident.records import iso_ms
 from postbox.incident.redis_state import human_duration
 from postbox.incident.tail import End, Start, parse_end, parse_start
+from postbox.incident.window_order import Ahead, ahead_of_group
 from postbox.kafka_cluster import Kafka
 
 #: ``--from committed``: start each partition at the group's committed offset.
@@ -79,6 +80,8 @@ class WindowPlan:
     rows: list[WindowRow]
     problems: list[str] = field(default_factory=list)
     oldest_ms: int | None = None
+    #: Members of the group when :func:`check_group_position` found the window ahead of it.
+    members: int = 0
 
     @property
     def spans(self) -> list[Span]:
@@ -175,30 +178,14 @@ def _start_offset(start: Start, low: int, high: int, stop: int, by_time: int | N
     return found, []
 
 
-def group_position_problems(rows: list[WindowRow], committed: dict[tuple[str, int], int], members: int) -> list[str]:
-    """Where the window could apply an aggregate's events out of order beside its group: it starts
-    ahead of the group's committed offset (records before it the group has not applied yet would
-    come after it), or the group has members consuming inside it (both would apply the same records,
-    each in order, but not in one order). A group without an offset counts from the earliest record."""
-    found = []
-    for r in rows:
-        s = r.span
-        if s.records <= 0:
-            continue
-        position = committed.get(s.key, r.low)
-        if s.start > position:
-            found.append(f"{s.topic}[{s.partition}]: the group has not applied offsets {position}..{s.start - 1} yet "
-                         f"({s.start - position:,} record(s)); the window would apply later events of their aggregates before them")  # fmt: skip
-        elif members and position < s.end:
-            found.append(f"{s.topic}[{s.partition}]: the group's {members} member(s) are consuming from offset {position}, inside the window "
-                         f"({s.start}..{s.end - 1}): both would apply those records, and an aggregate's events could be applied out of order")  # fmt: skip
-    return found
-
-
-def check_group_position(kafka: Kafka, plan: WindowPlan, group: str) -> list[str]:
-    """Add :func:`group_position_problems` of the live ``group`` to ``plan``; return them."""
-    found = group_position_problems(plan.rows, kafka.committed(group), len(kafka.describe_group(group).members))
-    plan.problems.extend(found)
+def check_group_position(kafka: Kafka, plan: WindowPlan, group: str, *, offset_reset: str = "earliest") -> list[Ahead]:
+    """The partitions where ``plan`` starts ahead of the live ``group`` (:mod:`postbox.incident.window_order`),
+    read from the group's committed offsets and added to ``plan.problems``; ``plan.members`` is
+    then how many members the group has (the refusal's fix depends on it)."""
+    found = ahead_of_group(plan.rows, kafka.committed(group), offset_reset=offset_reset)
+    plan.problems.extend(a.describe() for a in found)
+    if found:
+        plan.members = len(kafka.describe_group(group).members)
     return found
 
 
@@ -219,4 +206,4 @@ def check_marker_window(kafka: Kafka, plan: WindowPlan, marker_ttl: timedelta, m
 
 
 __all__ = ["COMMITTED", "WindowPlan", "WindowRow", "check_group_position", "check_marker_window", "check_order",
-           "group_position_problems", "parse_window_end", "parse_window_start", "plan_window"]  # fmt: skip
+           "parse_window_end", "parse_window_start", "plan_window"]  # fmt: skip

@@ -27,13 +27,19 @@
 --                    failures_per_event ("1": each event names its own stream; Redis Cluster),
 --                    shape_count, shape...
 --         shape:     "<flags> <op> <key_count> <arg_count> <op> <key_count> <arg_count> ..." for
---                    each command of an event, flags "l" (a legacy marker key follows the marker),
---                    "w" (one follows, to be written too when the event is applied) or "-"; the events of one handler share one, so each is parsed once a call
+--                    each command of an event. Flags: first "l" (a legacy marker key follows the
+--                    marker), "w" (one follows, to be written too when the event is applied) or
+--                    "-"; then "r" when the event is a copy an operator replayed on purpose (a
+--                    failure verdict in its marker does not bind it). The events of one handler
+--                    share one, so each is parsed once a call
 --         per event: shape_index (1-based), event_id, then the arguments of each of its commands
 --   Values only ever travel in ARGV; no value is part of this source.
 --
 -- Key layout (made by src/postbox/effects/keys.py, the one place that defines it):
---   marker        <ns>:{<routing tag>}:seen:<group, ':' and '%' escaped>:<event id>  = "1", PX ttl
+--   marker        <ns>:{<routing tag>}:seen:<group, ':' and '%' escaped>:<event id>  PX ttl
+--                 "1" once the event applied; or the group's failure VERDICT on it: "F" (dead
+--                 letter owed) or "D" (acknowledged) then "effect\n<index>\n<op>\n<error>" (this
+--                 script) or "handler\n<class>\n<error>" (the runtime); src/postbox/effects/verdicts.py.
 --                 a function of the consumer group and the event only (never of the effects),
 --                 in the slot of the event's routing tag (its aggregate, or the handler's
 --                 routing key); the effect keys must be in that slot on Redis Cluster.
@@ -54,18 +60,23 @@
 -- (command_number, op, error, undo_error or "") per event whose code is 3, 4 or 5, in order.
 --   1  applied (effects and marker written)
 --   2  duplicate (marker present, nothing changed)
---   3  failed; what the event changed is undone, the failure is recorded, no marker is left
+--   3  failed; what the event changed is undone, the failure is recorded, and its verdict is
+--      left in the marker ("F..."): whoever reads the event next (a redelivery, the next owner,
+--      a window run) is told it failed instead of running it after the events that follow it
 --   4  failed and the undo failed too (undo_error): a bug, the event's keys may be partial;
 --      stop and look
 --   5  refused by the configuration (an ACL refusal, a command scripts may not run): the same
 --      for every event, so not the event's failure. What the event changed is undone, nothing is
 --      recorded, and the reply ENDS here: codes stop at this event, later events of the call are
 --      not run (the client stops).
+--   6  failed earlier: the marker holds the group's verdict (not replayed on purpose); nothing
+--      ran. Its details: (0, "", the marker's value, "").
 --
 -- Marker: an event is claimed with SET <marker> 1 NX PX <ttl> before its commands (one command for
 -- the check and the write; after an EXISTS of the legacy marker when there is one): not set means
--- a duplicate and nothing was written; if the event then fails, the marker goes with the undo.
--- An event that runs a user function only reads its marker first (EXISTS) and writes it once it
+-- the marker is there and nothing was written: its value (GET) says a duplicate ("1") or a
+-- verdict (code 6); if the event then fails, the undo runs and the marker takes its verdict.
+-- An event that runs a user function only reads its marker first (GET) and writes it once it
 -- succeeded, so a call whose first event's user function spins has written nothing and an
 -- operator's SCRIPT KILL can stop it (Redis kills only scripts that have not written).
 --
@@ -81,7 +92,7 @@
 -- Stream trimming (XADD's MAXLEN ~) cannot be undone, so it runs only after every command of the
 -- event has succeeded.
 
-local PROTOCOL = "3"
+local PROTOCOL = "4"
 
 -- User effect functions, from consumers/lua/<name>.lua, each a function(KEYS, ARGV) compiled into
 -- this script by the loader (trusted source files, never data). Filled in at this marker:
@@ -517,6 +528,7 @@ local function parse_shape(text)
     local flag = string.sub(text, 1, 1)
     shape.legacy = flag == "l" or flag == "w"
     shape.write_legacy = flag == "w"
+    shape.replayed = string.sub(text, 2, 2) == "r"
     for op, nk, n in string.gmatch(text, " (%S+) (%d+) (%d+)") do
         local c = shape.count + 1
         shape.count = c
@@ -554,30 +566,40 @@ local function record_failure(stream, event_id, number, op, message)
     redis.pcall("PEXPIRE", stream, failures_ttl_ms)
 end
 
--- Whether the event is new; for a duplicate also the marker found. The legacy marker (when given)
--- is looked at first, then the current one: claimed at once with SET NX PX (one command; true as
--- the third value: the marker is written and must be deleted if the event fails), or, for an
--- event running a user function, only read (EXISTS; written once the event succeeded), so a call
--- whose user function spins has written nothing before it and SCRIPT KILL can still stop it.
-local function claim(marker, legacy, read_first)
+-- A marker value that is a failure verdict ("F..." or "D...", see the header), not "1".
+local function is_verdict(value)
+    local first = string.sub(value, 1, 1)
+    return first == "F" or first == "D"
+end
+
+-- Whether the event is new; for one that is not, the marker found and its value. The legacy
+-- marker (when given) is looked at first, then the current one: claimed at once with SET NX PX
+-- (one command; true as the third value: the marker is written and must be replaced if the event
+-- fails), or, for an event running a user function, only read (GET; written once the event
+-- succeeded), so a call whose user function spins has written nothing before it and SCRIPT KILL
+-- can still stop it. A verdict found does not bind a `replayed` copy: it runs (nothing written yet).
+local function claim(marker, legacy, read_first, replayed)
     if legacy and redis.call("EXISTS", legacy) == 1 then
-        return false, legacy
+        return false, legacy, "1"
     end
-    if read_first then
-        if redis.call("EXISTS", marker) == 1 then
-            return false, marker
-        end
-        return true, nil, false
+    if not read_first and redis.call("SET", marker, "1", "NX", "PX", marker_ttl_ms) then
+        return true, nil, nil, true
     end
-    if redis.call("SET", marker, "1", "NX", "PX", marker_ttl_ms) then
-        return true, nil, true
+    local value = redis.call("GET", marker)
+    if not value or (replayed and is_verdict(value)) then
+        return true, nil, nil, false
     end
-    return false, marker
+    return false, marker, value
 end
 
 -- A write ordered after the marker in the AOF that changes nothing (see the header).
-local function touch(marker)
-    redis.call("SET", marker, "1", "KEEPTTL")
+local function touch(marker, value)
+    redis.call("SET", marker, value, "KEEPTTL")
+end
+
+-- The failure verdict this script leaves in a failed event's marker (see the header).
+local function effect_verdict(number, op, message)
+    return "Feffect\n" .. tostring(number - 1) .. "\n" .. tostring(op) .. "\n" .. string.sub(tostring(message), 1, 2000)
 end
 
 -- Snapshot every key of KEYS[k .. k + nk - 1] not yet covered; an error table if a DUMP failed.
@@ -679,7 +701,7 @@ for e = 1, event_count do
         failures, k = KEYS[k], k + 1
     end
 
-    local fresh, seen, claimed = claim(marker, legacy, shape.calls)
+    local fresh, seen, value, claimed = claim(marker, legacy, shape.calls, shape.replayed)
     local failed = nil
     if fresh then
         failed = run_event(shape, k, a)
@@ -688,9 +710,14 @@ for e = 1, event_count do
 
     if not fresh then
         if sync_duplicates then
-            touch(seen)
+            touch(seen, value)
         end
-        codes[e] = 2
+        if is_verdict(value) then
+            codes[e] = 6
+            add_details(details, 0, "", value, "")
+        else
+            codes[e] = 2
+        end
     elseif not failed then
         if not claimed then
             redis.call("SET", marker, "1", "PX", marker_ttl_ms)
@@ -700,14 +727,19 @@ for e = 1, event_count do
         end
         codes[e] = 1
     else
-        if claimed then
-            redis.call("DEL", marker) -- the event did not take effect: no marker either
-        end
         local number, op, message, undo_err = failed[1], failed[2], failed[3], failed[4]
-        if not undo_err and failed[5] then
-            codes[e] = 5
-            add_details(details, number, op, message, "")
-            return { codes, details }
+        local refused = not undo_err and failed[5]
+        if undo_err or refused then
+            if claimed then
+                redis.call("DEL", marker) -- not the event's verdict (a bug, the deployment): no marker
+            end
+            if refused then
+                codes[e] = 5
+                add_details(details, number, op, message, "")
+                return { codes, details }
+            end
+        else
+            redis.call("SET", marker, effect_verdict(number, op, message), "PX", marker_ttl_ms)
         end
         record_failure(failures, event_id, number, op, message)
         codes[e] = undo_err and 4 or 3

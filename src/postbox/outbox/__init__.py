@@ -35,7 +35,7 @@ from postbox.outbox.aio import AsyncOutbox, AsyncOutboxTransaction
 from postbox.outbox.connection_lookup import ServiceConnection
 from postbox.outbox.policy import Retention
 from postbox.payloads.instance import EventPayload
-from postbox.outbox.rows import AggregateId, EmitOptions, EmittedEvent, NewEvent
+from postbox.outbox.records import AggregateId, EmitOptions, EmittedEvent, NewEvent
 from postbox.outbox.trace import current_traceparent, trace_context, validate_traceparent
 from postbox.outbox.uuid7 import uuid7, uuid7_datetime
 from postbox.outbox.writer import Outbox, OutboxTransaction

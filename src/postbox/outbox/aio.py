@@ -15,9 +15,9 @@ import psycopg
 from psycopg import sql
 
 from postbox.outbox.connection_lookup import ServiceConnection, async_connection, psycopg_only
-from postbox.outbox.core import AggregateId, EmitOptions, OutboxCore, TransactionHandle
+from postbox.outbox.core import AggregateId, BatchPlan, EmitOptions, OutboxCore, TransactionHandle
 from postbox.outbox.emit_cursor import async_emit_cursor
-from postbox.outbox.rows import EmittedEvent, NewEvent
+from postbox.outbox.records import EmittedEvent, NewEvent
 from postbox.outbox.shared_connection import async_guard
 from postbox.outbox.statements import Statement
 from postbox.payloads.instance import EventPayload
@@ -41,8 +41,8 @@ class AsyncOutbox(OutboxCore[AsyncConnection]):
         """Awaitable :meth:`Outbox.emit_many <postbox.outbox.writer.Outbox.emit_many>`."""
         plan = self.plan_many(events)
         raw = conn if isinstance(conn, psycopg.AsyncConnection) else await async_connection(conn)
-        if plan.statements:
-            await self._send(raw, plan.statements)
+        if len(plan):
+            await self._send_batch(raw, plan)
         return plan.events
 
     async def execute_and_emit(self, conn: ServiceConnection, query: str | sql.Composable, params: Sequence[Any] | None,
@@ -71,8 +71,27 @@ class AsyncOutbox(OutboxCore[AsyncConnection]):
         async with shared.lock:
             with self.sending(conn):
                 shared.refuse_outsider()  # decides, under the lock
-                async with conn.pipeline() if len(statements) > 1 else nullcontext():
-                    await self._execute(conn, statements)
+                await self._send_unlocked(conn, statements)
+
+    async def _send_unlocked(self, conn: AsyncConnection, statements: list[Statement]) -> None:
+        async with conn.pipeline() if len(statements) > 1 else nullcontext():
+            await self._execute(conn, statements)
+
+    async def _send_batch(self, conn: AsyncConnection, plan: BatchPlan) -> None:
+        """Awaitable :meth:`Outbox._send_batch <postbox.outbox.writer.Outbox._send_batch>`."""
+        shared = async_guard(conn)
+        shared.refuse_outsider()
+        async with shared.lock:
+            with self.sending(conn):
+                shared.refuse_outsider()  # decides, under the lock
+                if not plan.copies(conn):
+                    await self._send_unlocked(conn, plan.statements_on(conn))
+                    return
+                cur = async_emit_cursor(conn)
+                async with cur.copy(plan.copy_sql) as copy:
+                    for piece in plan.batch.copy_pieces():
+                        await copy.write(piece)
+                await self._execute(conn, plan.after_copy())
 
     @staticmethod
     async def _execute(conn: AsyncConnection, statements: list[Statement]) -> None:

@@ -38,12 +38,16 @@ from types import TracebackType
 from typing import Any, Generic, NamedTuple, Self, TypeVar
 
 import psycopg
+from psycopg import pq
 
 from postbox.codec.avro import AvroCodec
+from postbox.outbox.batch import EncodedBatch
 from postbox.outbox.policy import Retention
-from postbox.outbox.rows import AggregateId, EmitOptions, EmittedEvent, NewEvent, RowFactory
-from postbox.outbox.statements import Statement, fold_into, statements_for
-from postbox.outbox.table_statements import outbox_statements
+from postbox.outbox.records import AggregateId, EmitOptions, EmittedEvent, NewEvent
+from postbox.outbox.rows import RowFactory
+from postbox.outbox.binary_arrays import ByteaArray, TextArray, UuidArray
+from postbox.outbox.statements import CHUNK_MAX_PAYLOAD_BYTES, CHUNK_MAX_ROWS, Statement, fold_into, statements_for
+from postbox.outbox.table_statements import OutboxStatements, copy_statement, outbox_statements
 from postbox.outbox.transaction_check import require_transaction
 from postbox.outbox.write_errors import SETUP_ERRORS, setup_error
 from postbox.payloads.instance import EventPayload
@@ -98,14 +102,16 @@ class OutboxCore(Generic[ConnT]):
         row = self.rows.prepare(aggregate_type, aggregate_id, event_type, payload, **options)
         return Plan(statements_for([row], self.retention, self.statements), [row.event])
 
-    def plan_many(self, events: Iterable[NewEvent]) -> Plan:
-        """Many events, in order: every event is validated and encoded before the first is sent.
+    def plan_many(self, events: Iterable[NewEvent]) -> "BatchPlan":
+        """Many events, in order: every event is validated and encoded before the first is sent
+        (:mod:`postbox.outbox.batch`; a bad one raises naming its index, nothing sent).
 
-        The batch goes as one INSERT of binary arrays per chunk of up to 5,000 events (one round
-        trip), never COPY: each event stays its own WAL record, which Debezium needs (dbz#1554).
+        The batch goes as one binary COPY where the connection can take one (:meth:`BatchPlan.copies`),
+        else as one INSERT of binary arrays per chunk of up to 5,000 events. Either way each event
+        is its own WAL record with its own LSN, which Debezium before 3.7 needs (dbz#1554):
+        ``sql/copy_many.sql`` says how the COPY keeps it.
         """
-        rows = self.rows.prepare_many(events)
-        return Plan(statements_for(rows, self.retention, self.statements) if rows else [], [r.event for r in rows])
+        return BatchPlan(self.rows.encode_batch(events), self.retention, self.statements, copy_statement(self.pipeline))
 
     def plan_folded(self, query: str, params: Sequence[Any] | None, aggregate_type: str, aggregate_id: AggregateId,
                     event_type: str, payload: EventPayload, options: EmitOptions) -> Plan:
@@ -148,6 +154,74 @@ class OutboxCore(Generic[ConnT]):
         return Settings.load().database_url
 
 
+#: The smallest batch sent as COPY: a COPY costs a round trip more than one INSERT (the server
+#: answers the COPY statement before it takes rows), which a few events do not win back.
+COPY_MIN_ROWS = 64
+
+
+class BatchPlan:
+    """What one ``emit_many`` writes, in the two forms it can take: one binary COPY of the rows
+    (then the DELETE of the delete-in-transaction retention), or the INSERT statements.
+
+    psycopg cannot COPY in pipeline mode, so the form is chosen on the connection, when it is
+    sent (:meth:`copies`); the INSERT statements are only made when they are the form sent.
+    """
+
+    __slots__ = ("batch", "retention", "table", "copy_sql", "_statements")
+
+    def __init__(self, batch: EncodedBatch, retention: Retention, table: OutboxStatements, copy_sql: str) -> None:
+        self.batch = batch
+        self.retention = retention
+        self.table = table
+        self.copy_sql = copy_sql
+        self._statements: list[Statement] | None = None
+
+    def __len__(self) -> int:
+        return len(self.batch)
+
+    @property
+    def events(self) -> list[EmittedEvent]:
+        """The events written, in order."""
+        return self.batch.events()
+
+    @property
+    def statements(self) -> list[Statement]:
+        """The INSERT form: one INSERT of unnested arrays per chunk (one single-row INSERT for
+        one event), each followed by its DELETE under the delete-in-transaction retention."""
+        if self._statements is None:
+            rows = self.batch.rows() if len(self.batch) else []
+            self._statements = statements_for(rows, self.retention, self.table) if rows else []
+        return self._statements
+
+    def statements_on(self, conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> list[Statement]:
+        """The INSERT form as sent on ``conn``: its arrays cut from the encoded batch
+        (:mod:`postbox.outbox.binary_arrays`) where ``conn`` reads the text as sent (as for
+        :meth:`copies`), else :attr:`statements` (Python lists: psycopg encodes the text)."""
+        batch = self.batch
+        if len(batch) < 2 or not (batch.ascii or conn.info.encoding == "utf-8"):
+            return self.statements
+        out: list[Statement] = []
+        for _start, _stop, (ids, types, keys, events, payloads, traces) in batch.arrays(CHUNK_MAX_ROWS, CHUNK_MAX_PAYLOAD_BYTES):
+            id_array = UuidArray(ids)
+            out.append((self.table.insert_many, (id_array, TextArray(types), TextArray(keys), TextArray(events),
+                                                 ByteaArray(payloads), TextArray(traces))))
+            if self.retention is Retention.DELETE:
+                out.append((self.table.delete_many, (id_array,)))
+        return out
+
+    def copies(self, conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
+        """Whether to send the COPY form on ``conn``: a batch large enough, a connection not in
+        pipeline mode, and text it reads as sent (UTF-8, or a batch whose text is all ASCII)."""
+        return (len(self.batch) >= COPY_MIN_ROWS and conn.pgconn.pipeline_status == pq.PipelineStatus.OFF
+                and (self.batch.ascii or conn.info.encoding == "utf-8"))
+
+    def after_copy(self) -> list[Statement]:
+        """What follows the COPY: the DELETE of every row under the delete-in-transaction retention."""
+        if self.retention is Retention.DELETE:
+            return [(self.table.delete_many, (self.batch.event_ids(),))]
+        return []
+
+
 class Sending:
     """Context of one send: a setup error (no outbox table, a role without the grant) becomes the
     OutboxError of :mod:`postbox.outbox.write_errors`; anything else propagates as it is.
@@ -184,4 +258,4 @@ class TransactionHandle(Generic[OutboxT, ConnT]):
         self.connection = conn
 
 
-__all__ = ["AggregateId", "EmitOptions", "OutboxCore", "Plan", "Sending", "TransactionHandle"]
+__all__ = ["COPY_MIN_ROWS", "AggregateId", "BatchPlan", "EmitOptions", "OutboxCore", "Plan", "Sending", "TransactionHandle"]

@@ -20,6 +20,9 @@ instead, which Python's garbage collector frees: a connection that is ``close()`
 block, a pool) closes its socket at once as before; one dropped without ``close()`` (psycopg warns
 about that) is freed by the next full collection rather than at once.
 
+It alone knows how to send the batch INSERT's prebuilt arrays (:mod:`postbox.outbox.binary_arrays`):
+their dumpers are registered on it, not on the caller's connection.
+
 One cursor for all threads and tasks on a connection: the writer's sends on a connection run one
 after the other under its send lock, pipelined or not (:mod:`postbox.outbox.shared_connection`,
 which also says what it cannot see: a ``conn.pipeline()`` the caller shares).
@@ -31,6 +34,8 @@ from typing import Any
 
 import psycopg
 
+from postbox.outbox.binary_arrays import register_on
+
 #: The attribute holding the cursor (one name: a connection is either sync or async).
 _ATTRIBUTE = "_postbox_emit_cursor"
 
@@ -40,6 +45,7 @@ def emit_cursor(conn: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
     cur = conn.__dict__.get(_ATTRIBUTE)
     if cur is None or cur.closed:
         cur = psycopg.Cursor(conn)
+        register_on(cur)
         setattr(conn, _ATTRIBUTE, cur)
     return cur
 
@@ -49,6 +55,7 @@ def async_emit_cursor(conn: psycopg.AsyncConnection[Any]) -> psycopg.AsyncCursor
     cur = conn.__dict__.get(_ATTRIBUTE)
     if cur is None or cur.closed:
         cur = psycopg.AsyncCursor(conn)
+        register_on(cur)
         setattr(conn, _ATTRIBUTE, cur)
     return cur
 

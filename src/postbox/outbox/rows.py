@@ -9,24 +9,23 @@ from __future__ import annotations
 
 import os
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Iterable
-from typing import Any, Mapping, NamedTuple, TypedDict, Unpack
+from collections.abc import Callable, Iterable
+from typing import Any, Mapping, NamedTuple, Unpack
 
 from postbox.codec.avro import MARKER, AvroCodec
 from postbox.codec.compiled_writer import Write
 from postbox.codec.json_codec import JsonCodec
 from postbox.errors import PayloadError
-from postbox.frozen import assemble
 from postbox.payloads.instance import EventPayload, as_mapping
+from postbox.outbox.batch import ID_LENGTH, BatchKind, EncodedBatch, copy_field, encode_batch
+from postbox.outbox.records import AggregateId, EmitOptions, EmittedEvent, NewEvent, PreparedRow, emitted_event
 from postbox.outbox.deliverable import aggregate_type_problem, event_type_problem, key_problem, plain_key, shown
 from postbox.outbox.trace import resolve_traceparent
 from postbox.outbox.table_statements import DEFAULT_STATEMENTS
-from postbox.outbox.uuid7 import uuid7, uuid7_many
+from postbox.outbox.uuid7 import uuid7
 from postbox.resources import schemas_dir as resolve_schemas_dir
 from postbox.schemas.repository import EventSchema, SchemaRepository
-from postbox.topics import topic_for
 
 
 #: The default pipeline's single-row INSERT and DELETE (:mod:`postbox.outbox.table_statements`).
@@ -36,63 +35,9 @@ MAX_PAYLOAD_ENV = "POSTBOX_MAX_PAYLOAD_BYTES"
 #: leaving room for the key and the router's headers.
 MAX_PAYLOAD_BYTES = int(os.environ.get(MAX_PAYLOAD_ENV) or 1_000_000)
 DELETE_SQL = DEFAULT_STATEMENTS.delete
-
-
-#: What an aggregate id may be given as (it is sent as its string: the Kafka key).
-AggregateId = str | int | uuid.UUID
-
-
-class EmitOptions(TypedDict, total=False):
-    """The keyword options of an emit (``emit``, ``execute_and_emit``, sync and async), all optional.
-
-    ``version``: the schema version to encode the payload with (default: the event's latest), for a
-    producer that must keep writing an older version while its consumers catch up.
-    ``traceparent``: the W3C trace context to record (default: :func:`~postbox.outbox.trace_context`'s,
-    else the current OpenTelemetry span's, else none); it travels in the ``traceparent`` header.
-    ``event_id``: the event's id (default: a new UUIDv7), for a caller that must know it before the
-    emit; it must be unique, and a UUIDv7 to land in the partition of its time.
-    """
-
-    version: int | None
-    traceparent: str | None
-    event_id: uuid.UUID | None
-
-
-@dataclass(frozen=True)
-class NewEvent:
-    """One event to emit (for batch emit)."""
-
-    aggregate_type: str
-    aggregate_id: str
-    event_type: str
-    payload: EventPayload
-    version: int | None = None
-    traceparent: str | None = None
-
-
-@dataclass(frozen=True)
-class EmittedEvent:
-    """What was written: the event id (the Kafka ``id`` header) and where the event will go."""
-
-    id: uuid.UUID
-    aggregate_type: str
-    aggregate_id: str
-    event_type: str
-    schema_version: int | None
-    traceparent: str | None
-
-    @property
-    def topic(self) -> str:
-        """The Kafka topic the Outbox Event Router routes this event to."""
-        return topic_for(self.aggregate_type)
-
-
-class PreparedRow(NamedTuple):
-    """An event ready to send: what the caller gets back, and the INSERT's parameters (a tuple:
-    made on every emit, and cheaper than a frozen dataclass)."""
-
-    event: EmittedEvent
-    params: tuple[Any, ...]
+#: A binary COPY row's field count (six columns), and a length to be filled in.
+_FIELD_COUNT = b"\x00\x06"
+_NO_LENGTH = bytes(4)
 
 
 class _Known(NamedTuple):
@@ -171,7 +116,7 @@ class RowFactory:
             written = False
         body = bytes(out) if written else self.codec.encode_general(known.schema, payload)
         if len(body) > MAX_PAYLOAD_BYTES:
-            raise _too_large(aggregate_type, event_type, body)
+            raise _too_large(aggregate_type, event_type, len(body))
         return _row(uuid7(), aggregate_type, aggregate_id, event_type, known.schema.version,
                     resolve_traceparent(None), body)
 
@@ -195,19 +140,55 @@ class RowFactory:
         )
 
     def prepare_many(self, events: Iterable[NewEvent]) -> list[PreparedRow]:
-        """``prepare_event`` of each event, in order, with the per-batch work done once (#17):
-        the ambient trace context is read once and the ids are made in one go."""
-        batch = list(events)
+        """``prepare_event`` of each event, in order, as the rows of one INSERT: the checks and
+        encoding of :meth:`encode_batch` (what differs from one emit per event: the ids are made
+        in one go, the ambient trace context read once, and an error names the event's index)."""
+        return self.encode_batch(events).rows()
+
+    def encode_batch(self, events: Iterable[NewEvent]) -> EncodedBatch:
+        """Every event checked and encoded, in order, into the rows of one binary COPY
+        (:mod:`postbox.outbox.batch`); raises, naming the first bad event's index, before any SQL."""
+        batch = events if isinstance(events, list) else list(events)
         ambient = resolve_traceparent(None)
-        rows = []
-        for event, event_id in zip(batch, uuid7_many(len(batch))):
-            if event.version is not None or event.traceparent is not None:
-                _check_options({"version": event.version, "traceparent": event.traceparent})
-            key = _key(event.aggregate_type, event.aggregate_id, event.event_type)
-            body, schema_version = self._body(event.aggregate_type, event.event_type, event.payload, event.version)
-            trace = ambient if event.traceparent is None else resolve_traceparent(event.traceparent)
-            rows.append(_row(event_id, event.aggregate_type, key, event.event_type, schema_version, trace, body))
-        return rows
+        return encode_batch(batch, lambda aggregate_type, event_type, version, traceparent: self.batch_kind(
+            aggregate_type, event_type, version, traceparent, ambient))
+
+    def batch_kind(self, aggregate_type: Any, event_type: Any, version: Any, traceparent: Any,
+                   ambient: str | None) -> BatchKind:
+        """What every event of a batch with these names and options shares, checked as
+        :meth:`prepare` checks them (the options, the names' deliverability, the traceparent, the
+        schema); ``ambient`` is the trace context read once for the batch."""
+        if version is not None or traceparent is not None:
+            _check_options({"version": version, "traceparent": traceparent})
+        _raise_if_problem(aggregate_type, event_type, "aggregate_type", aggregate_type, aggregate_type_problem(aggregate_type))
+        _raise_if_problem(aggregate_type, event_type, "event_type", event_type, event_type_problem(event_type))
+        trace = ambient if traceparent is None else resolve_traceparent(traceparent)
+        head, write, encode, schema_version = self._batch_encoding(aggregate_type, event_type, version)
+        columns = (copy_field(aggregate_type), copy_field(event_type), copy_field(trace))
+        return BatchKind(
+            prefix=_FIELD_COUNT + b"".join(columns) + ID_LENGTH, columns=columns,
+            head=head, write=write, encode=encode,
+            key=lambda aggregate_id: _key(aggregate_type, aggregate_id, event_type),
+            limit=MAX_PAYLOAD_BYTES, too_large=lambda size: _too_large(aggregate_type, event_type, size),
+            fields=(aggregate_type, event_type, schema_version, trace), ascii=event_type.isascii(),
+        )
+
+    def _batch_encoding(self, aggregate_type: str, event_type: str,
+                        version: int | None) -> tuple[bytes, Write | None, Callable[[Any], bytes], int | None]:
+        """How a batch writes this event type's payloads: the payload column's head (its length,
+        filled in after, then the Avro marker and fingerprint), the one-pass writer, the general
+        path (naming the misfit, as :meth:`_body`), and the schema version."""
+        if self.encoding != "avro":
+            return _NO_LENGTH, None, lambda payload: self._body(aggregate_type, event_type, payload, None)[0], None
+        codec = self.codec
+        schema = codec.schema_for(aggregate_type, event_type, version)
+
+        def encode(payload: Any) -> bytes:
+            if type(payload) is dict:  # the writer was not sure of it: only the general path decides
+                return codec.encode_general(schema, payload)
+            return codec.encode_with(schema, as_mapping(payload))
+
+        return _NO_LENGTH + MARKER + schema.fingerprint, codec.writer_for(schema), encode, schema.version
 
     def _body(
         self, aggregate_type: str, event_type: str, payload: EventPayload, version: int | None
@@ -228,17 +209,17 @@ class RowFactory:
             body = self._json.encode(fields)
             schema_version = None
         if len(body) > MAX_PAYLOAD_BYTES:
-            raise _too_large(aggregate_type, event_type, body)
+            raise _too_large(aggregate_type, event_type, len(body))
         return body, schema_version
 
 
-def _too_large(aggregate_type: str, event_type: str, body: bytes) -> PayloadError:
+def _too_large(aggregate_type: str, event_type: str, size: int) -> PayloadError:
     return PayloadError(
-        f"{aggregate_type}/{event_type}: encoded payload is {len(body):,} bytes, over the {MAX_PAYLOAD_BYTES:,}-byte limit "
+        f"{aggregate_type}/{event_type}: encoded payload is {size:,} bytes, over the {MAX_PAYLOAD_BYTES:,}-byte limit "
         "(Kafka refuses records over ~1 MB by default: the connector could never deliver it)",
         event_type=event_type,
         field="payload",
-        value=f"<{len(body)} bytes>",
+        value=f"<{size} bytes>",
         fix=f"keep large data elsewhere and put a reference in the event, or raise {MAX_PAYLOAD_ENV} together with the broker's and Connect's size limits",
     )
 
@@ -298,10 +279,7 @@ def _row(
     event_id: uuid.UUID, aggregate_type: str, aggregate_id: str, event_type: str,
     schema_version: int | None, trace: str | None, body: bytes,
 ) -> PreparedRow:
-    # The frozen dataclass made without its __init__ (six object.__setattr__ calls, a third of
-    # a microsecond of every emit): the same instance (tests/unit/test_writer_known_types.py).
-    event = assemble(EmittedEvent, {"id": event_id, "aggregate_type": aggregate_type, "aggregate_id": aggregate_id,
-                                    "event_type": event_type, "schema_version": schema_version, "traceparent": trace})
+    event = emitted_event(event_id, aggregate_type, aggregate_id, event_type, schema_version, trace)
     return PreparedRow(event, (event_id, aggregate_type, aggregate_id, event_type, body, trace))
 
 
@@ -339,3 +317,10 @@ def _raise_if_problem(aggregate_type: object, event_type: object, field_name: st
             value=value,
             fix="nothing was written; see docs/writer.md#what-the-connector-can-deliver",
         )
+
+
+__all__ = [
+    "DELETE_SQL", "INSERT_SQL", "MAX_PAYLOAD_BYTES", "MAX_PAYLOAD_ENV", "RowFactory",
+    # what an emit takes and gives back, defined in postbox.outbox.records, found here as before
+    "AggregateId", "EmitOptions", "EmittedEvent", "NewEvent", "PreparedRow",
+]

@@ -6,7 +6,8 @@ Shared by the sync and async writers so both send exactly the same statements. W
 * a batch: one INSERT per chunk of rows, its columns sent as six binary arrays and unnested in
   order, so a batch costs one statement and one round trip instead of one statement per event
   (#17: the per-statement work of psycopg and the server was most of a batch's time). Each row is
-  still its own WAL record, which Debezium needs (see ``sql/insert_many.sql``).
+  still its own WAL record, which Debezium needs (see ``sql/insert_many.sql``). A large batch on
+  a connection that can take one is a COPY instead (:class:`~postbox.outbox.core.BatchPlan`).
 
 Every statement is sent with ``prepare=True``: the server parses and plans it once per
 connection, from the first emit on, instead of after psycopg's default five executions.
@@ -20,7 +21,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from postbox.outbox.policy import Retention
-from postbox.outbox.rows import PreparedRow
+from postbox.outbox.records import PreparedRow
 from postbox.outbox.table_statements import DEFAULT_STATEMENTS, OutboxStatements
 
 #: The default pipeline's batch statements (another pipeline's: :func:`outbox_statements`).

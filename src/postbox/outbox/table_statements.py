@@ -17,6 +17,7 @@ _INSERT = sql_text("insert.sql")
 _DELETE = sql_text("delete.sql")
 _INSERT_MANY = sql_text("insert_many.sql")
 _DELETE_MANY = sql_text("delete_many.sql")
+_COPY_MANY = sql_text("copy_many.sql")
 
 
 class OutboxStatements(NamedTuple):
@@ -35,6 +36,12 @@ def outbox_statements(pipeline: Pipeline) -> OutboxStatements:
                             pipeline.sql(_DELETE_MANY))
 
 
+@functools.cache
+def copy_statement(pipeline: Pipeline) -> str:
+    """``pipeline``'s COPY of a large batch (``sql/copy_many.sql``; cached as the others)."""
+    return pipeline.sql(_COPY_MANY)
+
+
 DEFAULT_STATEMENTS = outbox_statements(DEFAULT)
 
-__all__ = ["DEFAULT_STATEMENTS", "OutboxStatements", "outbox_statements"]
+__all__ = ["DEFAULT_STATEMENTS", "OutboxStatements", "copy_statement", "outbox_statements"]

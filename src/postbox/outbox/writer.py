@@ -16,9 +16,9 @@ import psycopg
 from psycopg import sql
 
 from postbox.outbox.connection_lookup import ServiceConnection, psycopg_only, sync_connection
-from postbox.outbox.core import AggregateId, EmitOptions, OutboxCore, TransactionHandle
+from postbox.outbox.core import AggregateId, BatchPlan, EmitOptions, OutboxCore, TransactionHandle
 from postbox.outbox.emit_cursor import emit_cursor
-from postbox.outbox.rows import EmittedEvent, NewEvent
+from postbox.outbox.records import EmittedEvent, NewEvent
 from postbox.outbox.shared_connection import guard
 from postbox.outbox.statements import Statement
 from postbox.payloads.instance import EventPayload
@@ -43,8 +43,8 @@ class Outbox(OutboxCore[Connection]):
         """Write many events in ``conn``'s current transaction, in order (:meth:`OutboxCore.plan_many`)."""
         plan = self.plan_many(events)
         raw = sync_connection(conn)
-        if plan.statements:
-            self._send(raw, plan.statements)
+        if len(plan):
+            self._send_batch(raw, plan)
         return plan.events
 
     def execute_and_emit(self, conn: ServiceConnection, query: str | sql.Composable, params: Sequence[Any] | None,
@@ -74,11 +74,31 @@ class Outbox(OutboxCore[Connection]):
         shared.refuse_outsider()
         with shared.lock, self.sending(conn):
             shared.refuse_outsider()  # decides, under the lock
-            if len(statements) == 1:
-                emit_cursor(conn).execute(*statements[0], prepare=True)
-            else:
-                with conn.pipeline():  # several statements: one round trip
-                    self._execute(conn, statements)
+            self._send_unlocked(conn, statements)
+
+    def _send_unlocked(self, conn: Connection, statements: list[Statement]) -> None:
+        if len(statements) == 1:
+            emit_cursor(conn).execute(*statements[0], prepare=True)
+        else:
+            with conn.pipeline():  # several statements: one round trip
+                self._execute(conn, statements)
+
+    def _send_batch(self, conn: Connection, plan: BatchPlan) -> None:
+        """Send a batch as :meth:`_send` sends statements, as one COPY where ``conn`` takes one
+        (decided under the lock: :meth:`BatchPlan.copies`). The events returned are made while
+        the server reads the rows (:meth:`~postbox.outbox.batch.EncodedBatch.copy_pieces`)."""
+        shared = guard(conn)
+        shared.refuse_outsider()
+        with shared.lock, self.sending(conn):
+            shared.refuse_outsider()  # decides, under the lock
+            if not plan.copies(conn):
+                self._send_unlocked(conn, plan.statements_on(conn))
+                return
+            cur = emit_cursor(conn)
+            with cur.copy(plan.copy_sql) as copy:
+                for piece in plan.batch.copy_pieces():
+                    copy.write(piece)
+            self._execute(conn, plan.after_copy())
 
     @staticmethod
     def _execute(conn: Connection, statements: list[Statement]) -> None:

@@ -23,8 +23,8 @@ REDIS_ACL_MARKER = "run/redis-acl.active"
 
 
 def local_stack_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """``POSTBOX_DATABASE_URL``, ``POSTBOX_MAINT_DATABASE_URL``, ``POSTBOX_REDIS_URL`` and
-    ``POSTBOX_REDIS_APPENDFSYNC`` of the local stack, each only when its state folder has what it
+    """``POSTBOX_DATABASE_URL``, ``POSTBOX_MAINT_DATABASE_URL``, ``POSTBOX_REDIS_URL``,
+    ``POSTBOX_REDIS_APPENDFSYNC`` and (with the Redis) ``POSTBOX_LUA_DIR`` of the local stack, each only when its state folder has what it
     takes (passwords generated, Redis started with the ACL on this port); {} without a stack.
 
     Ports follow ``POSTBOX_PG_PORT`` / ``POSTBOX_REDIS_PORT`` in ``environ`` (default os.environ),
@@ -58,7 +58,22 @@ def local_stack_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
         found["POSTBOX_REDIS_URL"] = f"redis://{CONSUMER_USER}:{consumer_password}@127.0.0.1:{redis_port}/0"
         # The consumer user may not read CONFIG; the stack started this Redis with this policy.
         found["POSTBOX_REDIS_APPENDFSYNC"] = env.get("POSTBOX_REDIS_APPENDFSYNC") or "always"
+        found.update(_reference_functions())
     return found
+
+
+def _reference_functions() -> dict[str, str]:
+    """``POSTBOX_LUA_DIR`` of the checkout's reference functions (``consumers/lua``), for consumers
+    run against this stack's Redis: the library itself loads no Lua file unless a setting names
+    its folder (:func:`postbox.resources.lua_functions_dir`)."""
+    from postbox.resources import DEFAULT_LUA_DIR
+    from postbox.stack.checkout import checkout_root
+
+    try:
+        folder = checkout_root() / DEFAULT_LUA_DIR
+    except ConfigError:
+        return {}
+    return {"POSTBOX_LUA_DIR": str(folder)} if folder.is_dir() else {}
 
 
 __all__ = ["REDIS_ACL_MARKER", "local_stack_env"]

@@ -160,7 +160,11 @@ class LocalStack:
         self.connect.wait_ready(wait_timeout, on_wait=_ticker(progress, "connect: waiting for the REST API"))
 
         connector = connector_with_topics(render_connector(ConnectorFile.load(CONNECTOR_TEMPLATE), DEFAULT), TopicsConfig.load())
-        with ConnectClient(self.connect.url) as client:
+        # A Connect worker that just started answers its first connector PUT only once it has
+        # made its internal topics and joined its group: under load that took longer than the
+        # client's 10 s default (ReadTimeout, `postbox up` failed). Bring-up waits as long as
+        # it waits for everything else.
+        with ConnectClient(self.connect.url, timeout=max(10.0, wait_timeout)) as client:
             applied = client.apply(connector)
             report.steps.append(Step(f"connector/{connector.name}", applied, applied != "unchanged"))
             client.wait_running(

@@ -10,7 +10,7 @@ you look at the keys::
     from postbox.testing import EffectsHarness, make_event
 
     def test_paid_order_counts_once():
-        with EffectsHarness() as h:                          # POSTBOX_REDIS_URL, else the local stack
+        with EffectsHarness() as h:                          # a private redis-server of its own
             event = make_event("OrderPaid", {"cents": 500}, aggregate_type="order", aggregate_id="42")
             assert h.deliver(on_order_paid, event).applied
             assert h.deliver(on_order_paid, event).duplicate  # redelivery: applied once
@@ -29,8 +29,11 @@ every event's effect keys to Redis Cluster's rule (one slot: its routing tag's) 
 Redis, so a handler that passes is cluster-ready; by default the rule applies when the harness's
 Redis is a Cluster (``redis+cluster://``), as in the consumer. Failed effects raise. The dedupe
 marker is the runtime's: a function of the group and the event, whatever the handler returns.
-Leaving the ``with`` block deletes every key the delivered effects touched, plus the markers and
-failure streams of its (unique) consumer group.
+Without a client the harness starts a private :class:`RedisServer` and stops it on leaving the
+``with`` block. Given a Redis (a client or URL) it deletes nothing there on leaving unless
+``cleanup=True`` says that Redis is the tests' (then every key the delivered effects touched,
+plus the markers and failure streams of its unique group): a Redis it did not start may hold
+real data under the very keys a handler writes.
 
 :func:`effects_of` runs a handler without Redis at all and returns what it described.
 

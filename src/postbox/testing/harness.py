@@ -18,6 +18,7 @@ from postbox.consumer.emulated import SchemaGate, SchemasSetting
 from postbox.payloads.instance import as_mapping
 from postbox.effects import ApplyResult, Effects, EffectsEngine, EventRef, RoutingKey
 from postbox.events import Event
+from postbox.testing.server import RedisServer
 from postbox.topics import topic_for
 
 Handler = Callable[[Event, Effects], Any]
@@ -57,10 +58,14 @@ def make_event(
 class EffectsHarness:
     """Deliver events to handlers and apply their effects to a real Redis.
 
-    ``client``: a ``redis.Redis`` (bytes replies) or a URL; default ``POSTBOX_REDIS_URL`` / the
-    local stack. ``group``: the consumer group the markers belong to (default: a unique one, so runs
+    ``client``: a ``redis.Redis`` (bytes replies) or a URL; default: a private redis-server the
+    harness starts (:class:`~postbox.testing.RedisServer`) and stops on :meth:`close`, never a
+    Redis named by ``POSTBOX_REDIS_URL``. ``cleanup``: on :meth:`close`, delete the keys the
+    delivered effects touched; default only on the harness's own server (gone anyway) — on a
+    Redis it did not start nothing is deleted unless ``cleanup=True`` says that Redis is the
+    tests' (a deleted ``{order:42}:totals`` there may be a real order's). ``group``: the consumer group the markers belong to (default: a unique one, so runs
     never see each other's markers). ``functions_dir``: the user effect functions (default:
-    ``POSTBOX_LUA_DIR``, else ``./consumers/lua``). ``cluster``: True holds effects to Redis
+    ``POSTBOX_LUA_DIR``, else none). ``cluster``: True holds effects to Redis
     Cluster's one-slot rule on any Redis (your production runs on a Cluster), False never, None
     (default) when the client is a Cluster client. ``schemas_dir``: the folder test events are held
     to (default: the app's, else ``POSTBOX_SCHEMAS_DIR``, else ``./schemas`` if present; False: none).
@@ -74,12 +79,13 @@ class EffectsHarness:
         functions_dir: Path | str | None = "default",
         cluster: bool | None = None,
         schemas_dir: SchemasSetting = None,
+        cleanup: bool | None = None,
     ) -> None:
+        self._server: RedisServer | None = None
         if client is None:
-            from postbox.settings import Settings
-            from postbox.stack.addresses import local_stack_env  # the test harness may know the stack
-
-            client = Settings.load(local=local_stack_env()).redis_url
+            self._server = RedisServer().start()
+            client = self._server.url
+        self._cleanup_on_close = cleanup if cleanup is not None else self._server is not None
         self._own_client = isinstance(client, str)
         if isinstance(client, str):
             from postbox.redis_client import connect  # rediss:// and redis+cluster:// as everywhere
@@ -177,19 +183,27 @@ class EffectsHarness:
         return out
 
     def cleanup(self) -> None:
-        """Delete every key the delivered effects touched, and this group's markers."""
+        """Delete every key the delivered effects touched, and this group's markers (on whatever
+        Redis the harness runs against: calling it is asking for it)."""
         keys = sorted(self.touched)
         for start in range(0, len(keys), 500):
             self.redis.delete(*keys[start : start + 500])
         self.touched.clear()
 
     def close(self) -> None:
-        self.cleanup()
+        """End the harness: its event loop, its connection, its own server (stopped, folder
+        removed); the touched keys are deleted first only as ``cleanup`` says."""
+        if self._cleanup_on_close and self._server is None:
+            self.cleanup()
+        self.touched.clear()
         if self._loop is not None:
             self._loop.close()
             self._loop = None
         if self._own_client:
             self.redis.close()
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
 
     def __enter__(self) -> "EffectsHarness":
         return self

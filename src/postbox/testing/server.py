@@ -4,7 +4,8 @@ Dedupe markers and Lua effects are only tested for real against a real server; a
 has one to spare, and pointing tests at a shared Redis lets them see each other's keys. A
 :class:`RedisServer` is a ``redis-server`` process on a free loopback port with a private
 temporary folder, durable as the consumer requires (AOF, ``appendfsync always``) and never evicting
-(``maxmemory-policy noeviction``); :meth:`RedisServer.stop` ends exactly the process it started and
+(``maxmemory-policy noeviction``), checking RESTORE payloads as the shipped configs do
+(``sanitize-dump-payload yes``); :meth:`RedisServer.stop` ends exactly the process it started and
 removes the folder.
 
 The binary: ``POSTBOX_REDIS_SERVER`` (a path), else ``redis-server`` on ``PATH``, else the one the
@@ -28,7 +29,7 @@ from postbox.errors import ConfigError
 BINARY_ENV = "POSTBOX_REDIS_SERVER"
 #: What every private server runs with unless told otherwise.
 DEFAULT_CONFIG = {"bind": "127.0.0.1", "save": '""', "appendonly": "yes", "appendfsync": "always",
-                  "maxmemory-policy": "noeviction", "protected-mode": "no"}  # fmt: skip
+                  "maxmemory-policy": "noeviction", "sanitize-dump-payload": "yes", "protected-mode": "no"}  # fmt: skip
 
 
 def server_binary() -> str:

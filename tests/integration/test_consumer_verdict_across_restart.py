@@ -1,4 +1,4 @@
-"""An owed dead-letter verdict outlives the consumer that found it.
+"""A failure verdict outlives the consumer that found it: it is in the event's marker.
 
 Event 1 of an aggregate fails in the script (WRONGTYPE: its key holds a string) while the broker
 refuses every dead-letter produce; event 2 of the same aggregate, in the same batch, is applied.
@@ -7,9 +7,9 @@ once the cause is gone, its effect would land after event 2's. The consumer stop
 dead-letter topic is back (a deploy, a crash, a rebalance) and the key is fixed meanwhile. The
 next consumer of the group must still dead-letter event 1 without running it.
 
-Before, the verdict lived only in the process's memory: the next consumer ran event 1 again and
-its effect took effect after event 2's (the aggregate's list read [2, 1]). Also here: the store
-itself against a real Redis (round trip, expiry, isolation per group and partition, Redis gone).
+When the verdict lived only in the process's memory, the next consumer ran event 1 again and its
+effect took effect after event 2's (the aggregate's list read [2, 1]). Once the dead letter is
+acknowledged the marker says so (``D``), so a later reader would not write it again.
 """
 
 from __future__ import annotations
@@ -20,13 +20,9 @@ import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 
 from postbox.consumer import ConsumerConfig
-from postbox.consumer.dlq_record import H_CLASS, Failure
-from postbox.consumer.owed_store import OwedStore
-from postbox.consumer.partition_state import PartitionState
-from postbox.effects.keys import KeyLayout
-from postbox.errors import TransientEffectError
+from postbox.consumer.dlq_record import H_CLASS
+from postbox.effects.keys import EventRef, KeyLayout
 from tests.apps.counting import strict
-from tests.integration.conftest_effects import fresh_redis, own_redis  # noqa: F401 - fixtures
 from tests.support.consumers import ThreadedRuntime, committed, create_topic, json_event, produce, read_all, wait_for
 
 pytestmark = pytest.mark.integration
@@ -76,52 +72,5 @@ def test_a_verdict_owed_when_the_consumer_stops_is_kept_by_the_next_one(settings
     dead = read_all(settings.kafka_bootstrap, f"{topic}.dlq", expect=1)
     assert [dict(m.headers())["id"].decode() for m in dead] == [first_id]
     assert dict(dead[0].headers())[H_CLASS] == b"EffectFailed:WRONGTYPE"
-    assert not redis_client.keys(f"postbox:owed:{group}:*"), "the verdict is paid once its dead letter is acknowledged"
-
-
-def _state(topic: str, partition: int, owed: dict[int, tuple[Failure, str | None]]) -> PartitionState:
-    state = PartitionState(topic, partition)
-    for offset, (failure, event_id) in owed.items():
-        state.owe(offset, failure, event_id)
-    return state
-
-
-def test_the_store_round_trip_expiry_and_isolation(own_redis) -> None:
-    client = own_redis.client()
-    group = f"billing:{uuid.uuid4().hex[:6]}"
-    store = OwedStore(client, KeyLayout("postbox", group, slot_aligned=False), ttl_ms=60_000)
-    other = OwedStore(client, KeyLayout("postbox", group + "x", slot_aligned=False), ttl_ms=60_000)
-    failed = Failure("EffectFailed:WRONGTYPE", "WRONGTYPE Operation against a key", recorded=True)
-    delivered = Failure("HandlerError:ValueError", "boom", recorded=True, delivered=True)
-    store.save([_state("outbox.event.order", 0, {7: (failed, "e7"), 9: (delivered, None)}), _state("outbox.event.order", 1, {})])
-    assert store.load([("outbox.event.order", 0), ("outbox.event.order", 1)]) == {
-        ("outbox.event.order", 0): {7: (failed, "e7"), 9: (delivered, None)}, ("outbox.event.order", 1): {}}
-    assert other.load([("outbox.event.order", 0)]) == {("outbox.event.order", 0): {}}, "another group's verdicts"
-    assert 0 < client.pttl(store.key(("outbox.event.order", 0))) <= 60_000
-    store.save([_state("outbox.event.order", 0, {})])  # all paid: the key goes
-    assert not client.exists(store.key(("outbox.event.order", 0)))
-    client.close()
-
-
-def test_a_saved_verdict_that_cannot_be_read_is_logged_not_silently_dropped(own_redis, caplog) -> None:
-    """Another version's verdict (an unknown field is ignored) still loads; garbage is an ERROR
-    naming the record, which will be run again."""
-    client = own_redis.client()
-    store = OwedStore(client, KeyLayout("postbox", f"g{uuid.uuid4().hex[:6]}", slot_aligned=False), ttl_ms=60_000)
-    key = store.key(("t", 0))
-    client.hset(key, mapping={"3": '{"failure": {"error_class": "EffectFailed:ERR", "error": "x", "added_later": 1}, "event_id": "e3"}',
-                              "4": "not json"})
-    with caplog.at_level("ERROR", logger="postbox.consumer"):
-        loaded = store.load([("t", 0)])
-    assert loaded == {("t", 0): {3: (Failure("EffectFailed:ERR", "x"), "e3")}}
-    assert "t[0] offset b'4' cannot be read" in caplog.text and "run again" in caplog.text
-    client.close()
-
-
-def test_the_store_with_redis_gone_is_a_transient_error(fresh_redis) -> None:
-    client = fresh_redis.client()
-    store = OwedStore(client, KeyLayout("postbox", "g", slot_aligned=False), ttl_ms=60_000)
-    fresh_redis.stop()
-    with pytest.raises(TransientEffectError, match="owed dead-letter verdicts"):
-        store.load([("t", 0)])
-    client.close()
+    marker = KeyLayout("postbox", group, slot_aligned=False).marker(first_id.encode(), EventRef.for_aggregate(first_id, agg, "a1").tag_bytes)
+    assert redis_client.get(marker).startswith(b"D"), "the verdict notes the dead letter acknowledged"
