@@ -200,8 +200,11 @@ def _snapshot(conn: psycopg.Connection[Any], names: Pipeline) -> dict[str, Any]:
             if (r[0], r[1]) not in table_level  # implied by the table-level grant
         }
         grants = table_level | column_level
+    stamp = "postbox_owner" in roles and conn.execute(
+        "SELECT has_function_privilege('postbox_owner', 'pg_catalog.pg_stat_reset_replication_slot(text)', 'EXECUTE')"
+    ).fetchone() == (True,)
     return {"roles": roles, "kind": kind[0] if kind else None, "pub": pub, "grants": grants,
-            "deliverable": database_rules_state(conn, names) if kind else None}
+            "deliverable": database_rules_state(conn, names) if kind else None, "slot_stamp": stamp}
 
 
 def _diff(before: dict[str, Any], after: dict[str, Any], policy: Retention, names: Pipeline) -> list[str]:
@@ -220,6 +223,9 @@ def _diff(before: dict[str, Any], after: dict[str, Any], policy: Retention, name
     elif after["deliverable"] is False:
         lines.append(f"{RULES} refuse new undeliverable rows but stay NOT VALID: existing rows break them "
                      "(`postbox doctor` names them; docs/recovery.md)")
+    if after["slot_stamp"] and not before["slot_stamp"]:
+        lines.append("granted EXECUTE on pg_stat_reset_replication_slot(text) to postbox_owner "
+                     "(retention stamps the replication slot, to tell it from a replaced one)")
     for grantee, privilege in sorted(after["grants"] - before["grants"]):
         lines.append(f"granted {privilege} on {names.table} to {grantee}")
     for grantee, privilege in sorted(before["grants"] - after["grants"]):

@@ -102,7 +102,7 @@ def test_a_missing_slot_stops_retention_until_the_rows_are_republished(scratch: 
     held = run_retention(maint, keep=KEEP, slot_name=slot, confirm_wait=timedelta(0))
     assert held.dropped == [] and "on hold" in (held.refused or "") and "republish" in (held.refused or "")
 
-    report = republish(maint)
+    report = republish(maint, slot_name=slot)
     assert report.republished == 1 and report.released_holds == 1
     unconfirmed = run_retention(maint, keep=KEEP, slot_name=slot, confirm_wait=timedelta(0))
     assert not any(name in line for line in unconfirmed.dropped)  # republished: new WAL the new slot must confirm first

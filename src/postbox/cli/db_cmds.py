@@ -114,6 +114,7 @@ def retention(
     ahead: str = typer.Option("7d", "--ahead", help="keep partitions this far ahead of now"),
     lock_timeout: str = typer.Option("2s", "--lock-timeout", help="longest an emit may wait behind this run (e.g. 2s, 500ms, 1m)"),
     dry_run: bool = typer.Option(False, "--dry-run", help="say what would be dropped; change nothing"),
+    trust_slot: bool = typer.Option(False, "--trust-slot", help="vouch that the replication slot survived a crash that discarded its stamp (docs/recovery.md)"),
     pipeline: Optional[str] = PipelineOpt,
     as_json: bool = typer.Option(False, "--json", help="print the report as JSON"),
 ) -> int:
@@ -130,6 +131,7 @@ def retention(
         dry_run=dry_run,
         progress=lambda line: err_console.print(f"… {line}", highlight=False),
         pipeline=chosen,
+        trust_slot=trust_slot,
     )
     if as_json:
         print_json(report.as_dict())

@@ -12,7 +12,9 @@ transaction each, so per-aggregate order holds among republished events; a repub
 still arrive after a later event of its aggregate that was published before the loss. Rows the
 connector could not deliver (``outbox_row_problem``) are left alone and counted. A successful run releases retention's
 hold (``<schema>.retention_holds``), and the re-inserted rows carry new transaction ids, so
-retention keeps them until the new slot has confirmed them.
+retention keeps them until the new slot has confirmed them. Before re-inserting, it forgets
+retention's checkpoints (a slot that may no longer stream confirmed them) and stamps the slot
+there now with a fresh one, so a slot replaced after the republish is recognised too.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 
 from postbox.errors import RetentionError
 from postbox.outbox.retention import owner_connection
+from postbox.outbox.slot_identity import reanchor
 from postbox.outbox.sql_text import sql_text
 from postbox.pipelines import Pipeline
 
@@ -51,14 +54,17 @@ def republish(
     batch: int = 1000,
     progress: Callable[[int], None] | None = None,
     pipeline: Pipeline | str | None = None,
+    slot_name: str | None = None,
 ) -> RepublishReport:
     """Re-insert every row of ``pipeline``'s outbox (created at or after ``since``) so its connector
-    publishes it again. ``pipeline``: default ``POSTBOX_PIPELINE``, else the default pipeline."""
+    publishes it again. ``pipeline``: default ``POSTBOX_PIPELINE``, else the default pipeline;
+    ``slot_name``: the replication slot retention checks (default the pipeline's), stamped afresh."""
     if batch < 1:
         raise RetentionError(f"batch {batch} must be positive", fix="e.g. --batch 1000")
     chosen = Pipeline.parse(pipeline)
     report = RepublishReport()
     with owner_connection(conninfo, "to republish", chosen) as conn:
+        reanchor(conn, chosen, slot_name)
         with conn.transaction():
             conn.execute("DROP TABLE IF EXISTS pg_temp.republish_queue")
             conn.execute(chosen.sql(QUEUE_SQL), {"since": since})

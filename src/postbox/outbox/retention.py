@@ -11,7 +11,10 @@ or purge anything while the slot is missing, lost or about to be, and otherwise 
 the slot has confirmed: each run records a checkpoint (WAL insert position + oldest running
 transaction, ``035_retention_checkpoints.sql``), and a partition goes only when every row in it was
 written by a transaction older than a checkpoint whose position the slot has confirmed (checked
-under the partition's lock, so nothing can be inserted between the check and the DROP).
+under the partition's lock, so nothing can be inserted between the check and the DROP). A
+checkpoint counts only for the slot that was there when it was taken: a slot dropped and created
+again is past every old checkpoint without having streamed the rows before it, so checkpoints
+carry the slot's stamp (``slot_identity.py``) and a slot without it holds retention.
 
 Safe from cron: one run at a time (advisory lock; a second run reports and exits 0), every lock
 on the outbox is bounded by ``lock_timeout`` and retried, so emits are never stalled longer than
@@ -32,6 +35,8 @@ from psycopg import sql
 from postbox.errors import RetentionError
 from postbox.redelivery import human
 from postbox.pipelines import DEFAULT, Pipeline
+from postbox.outbox.slot_identity import check_slot, confirmed_checkpoint, hold, record_checkpoint
+from postbox.outbox.slot_identity import trust_slot as vouch_for_slot
 from postbox.slot import LOSS_STATES, read_slot
 
 #: The default pipeline's advisory-lock key (each pipeline's: :attr:`Pipeline.retention_lock`).
@@ -100,6 +105,7 @@ def run_retention(
     confirm_wait: timedelta = DEFAULT_CONFIRM_WAIT,
     progress: Callable[[str], None] | None = None,
     pipeline: Pipeline | str | None = None,
+    trust_slot: bool = False,
 ) -> RetentionReport:
     """One retention pass over ``pipeline``'s outbox as the maintenance role (it must be a member
     of postbox_owner). ``pipeline``: default ``POSTBOX_PIPELINE``, else the default pipeline; its
@@ -107,11 +113,16 @@ def run_retention(
 
     ``confirm_wait``: how long to wait for the slot to confirm this run's checkpoint (the connector
     confirms within its heartbeat interval); without it a run drops up to the previous run's.
+    ``trust_slot``: the operator vouches that the slot survived a crash that discarded its stamp
+    (:func:`postbox.outbox.slot_identity.trust_slot`); refused with ``dry_run``.
     """
     if keep < timedelta(minutes=1):
         raise RetentionError(f"keep period {human(keep)} is too short", fix="keep rows at least a few minutes (e.g. --keep 2d)")
+    if trust_slot and dry_run:
+        raise RetentionError("--trust-slot stamps the slot and releases a hold: it cannot be part of a dry run",
+                             fix="run it without --dry-run")
     chosen = Pipeline.parse(pipeline)
-    run = _Run(RetentionReport(dry_run=dry_run), chosen, attempts)
+    run = _Run(RetentionReport(dry_run=dry_run), chosen, attempts, trust_slot)
     report = run.report
     with owner_connection(conninfo, "for retention", chosen) as conn:
         conn.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(f"{int(lock_timeout.total_seconds() * 1000)}ms")))
@@ -141,6 +152,7 @@ class _Run:
     report: RetentionReport
     pipeline: Pipeline
     attempts: int
+    trust_slot: bool = False
 
     @property
     def dry_run(self) -> bool:
@@ -165,7 +177,9 @@ def _confirmed_horizon(conn: psycopg.Connection[Any], run: _Run, slot_name: str,
     """The oldest_xid of the newest checkpoint the slot has confirmed; None (and why) when none is.
 
     Records this run's checkpoint first (not in a dry run) and waits up to ``confirm_wait`` for
-    the slot to pass it. Older checkpoints than the one returned are no longer needed.
+    the slot to pass it. Only checkpoints recorded with the slot's current stamp count
+    (:mod:`postbox.outbox.slot_identity`): a replaced slot holds retention like a missing one.
+    Older checkpoints than the one returned are no longer needed.
     """
     report = run.report
     slot = read_slot(conn, slot_name)
@@ -174,33 +188,24 @@ def _confirmed_horizon(conn: psycopg.Connection[Any], run: _Run, slot_name: str,
     if problem is not None:
         report.refused = problem
         if not report.dry_run:
-            conn.execute(run.sql("INSERT INTO {schema}.retention_holds (reason) SELECT %s"
-                                 " WHERE NOT EXISTS (SELECT FROM {schema}.retention_holds)"), (problem,))
+            hold(conn, run.pipeline, problem)
         return None
-    hold = conn.execute(run.sql("SELECT since, reason FROM {schema}.retention_holds ORDER BY since LIMIT 1")).fetchone()
-    if hold is not None:
-        report.refused = (f"retention is on hold since {hold[0]:%Y-%m-%d %H:%M:%S %Z}: {hold[1]}. Once the rows are "
+    if run.trust_slot:
+        vouch_for_slot(conn, run.pipeline, slot_name)
+    held = conn.execute(run.sql("SELECT since, reason FROM {schema}.retention_holds ORDER BY since LIMIT 1")).fetchone()
+    if held is not None:
+        report.refused = (f"retention is on hold since {held[0]:%Y-%m-%d %H:%M:%S %Z}: {held[1]}. Once the rows are "
                           f"republished (`postbox db republish{run.pipeline.flag}`, docs/recovery.md) the hold is released")
         return None
+    check = check_slot(conn, run.pipeline, slot_name, dry_run=report.dry_run)
+    if check.stamp is None:
+        report.refused = check.refused
+        if check.hold and not report.dry_run:
+            hold(conn, run.pipeline, check.refused or "", check.hold)
+        return None
     if not report.dry_run:
-        lsn = conn.execute(run.sql(
-            "INSERT INTO {schema}.retention_checkpoints (lsn, oldest_xid)"
-            " VALUES (pg_current_wal_insert_lsn(), pg_snapshot_xmin(pg_current_snapshot())) RETURNING lsn::text"
-        )).fetchone()[0]  # type: ignore[index]
-        started = time.monotonic()
-        shown = 0.0
-        while not _slot_passed(conn, slot_name, lsn) and time.monotonic() - started < confirm_wait.total_seconds():
-            elapsed = time.monotonic() - started
-            if progress is not None and elapsed - shown >= 2:
-                shown = elapsed
-                progress(f"waiting for replication slot {slot_name} to confirm this run's checkpoint {lsn}… {elapsed:.0f}s")
-            time.sleep(0.5)
-    row = conn.execute(run.sql(
-        """SELECT c.taken_at, c.oldest_xid::text FROM {schema}.retention_checkpoints c, pg_replication_slots s
-            WHERE s.slot_name = %s AND c.lsn <= s.confirmed_flush_lsn
-            ORDER BY c.taken_at DESC LIMIT 1"""),
-        (slot_name,),
-    ).fetchone()
+        _await_confirmation(conn, slot_name, record_checkpoint(conn, run.pipeline, check.stamp), confirm_wait, progress)
+    row = confirmed_checkpoint(conn, run.pipeline, slot_name, check.stamp)
     if row is None:
         report.refused = (f"the replication slot {slot_name} has not yet confirmed any retention checkpoint "
                           f"(confirmed up to {read_slot(conn, slot_name).get('confirmed_flush_lsn')}): rows may not have "
@@ -208,7 +213,20 @@ def _confirmed_horizon(conn: psycopg.Connection[Any], run: _Run, slot_name: str,
         return None
     if not report.dry_run:
         conn.execute(run.sql("DELETE FROM {schema}.retention_checkpoints WHERE taken_at < %s"), (row[0],))
-    return str(row[1])
+    return row[1]
+
+
+def _await_confirmation(conn: psycopg.Connection[Any], slot_name: str, lsn: str, confirm_wait: timedelta,
+                        progress: Callable[[str], None] | None) -> None:
+    """Wait up to ``confirm_wait`` for the slot to pass this run's checkpoint at ``lsn``."""
+    started = time.monotonic()
+    shown = 0.0
+    while not _slot_passed(conn, slot_name, lsn) and time.monotonic() - started < confirm_wait.total_seconds():
+        elapsed = time.monotonic() - started
+        if progress is not None and elapsed - shown >= 2:
+            shown = elapsed
+            progress(f"waiting for replication slot {slot_name} to confirm this run's checkpoint {lsn}… {elapsed:.0f}s")
+        time.sleep(0.5)
 
 
 def _slot_problem(slot: dict[str, Any], slot_name: str, dbname: str) -> str | None:

@@ -15,6 +15,24 @@ CREATE TABLE IF NOT EXISTS {schema}.retention_checkpoints (
 ALTER TABLE {schema}.retention_checkpoints OWNER TO postbox_owner;
 REVOKE ALL ON {schema}.retention_checkpoints FROM PUBLIC;
 
+-- Which replication slot must confirm a checkpoint: the stats_reset of the slot's statistics when
+-- the checkpoint was taken (outbox/slot_identity.py). A slot dropped and created again under the
+-- same name has a confirmed_flush_lsn past every older checkpoint without having streamed the
+-- rows before its creation; its statistics start empty, so its stamp differs. NULL: taken before
+-- checkpoints carried a stamp; never counted as confirmed.
+ALTER TABLE {schema}.retention_checkpoints ADD COLUMN IF NOT EXISTS slot_stamp timestamptz;
+
+-- Stamping the slot resets its statistics, which PostgreSQL lets only a superuser do unless it
+-- grants the function. Where the admin running init may not grant it (managed PostgreSQL),
+-- retention refuses to drop rows and names this statement for someone who may.
+DO $$
+BEGIN
+    IF has_function_privilege('pg_catalog.pg_stat_reset_replication_slot(text)', 'EXECUTE WITH GRANT OPTION') THEN
+        GRANT EXECUTE ON FUNCTION pg_catalog.pg_stat_reset_replication_slot(text) TO postbox_owner;
+    END IF;
+END
+$$;
+
 -- Whether the transaction that wrote a row (its xmin) is older than a checkpoint's oldest_xid.
 -- Compared through age(), which is wraparound-safe for any xid of the last 2^31 transactions;
 -- frozen rows (very old) have the largest age and count as older.
@@ -26,12 +44,17 @@ AS $$
 $$;
 ALTER FUNCTION {schema}.xid_precedes(xid, xid8) OWNER TO postbox_owner;
 
--- Set by retention when it finds the slot lost or missing; while one exists retention drops
--- nothing, even once a new slot exists (a new slot "confirms" every older checkpoint, though the
--- rows before it were never published through it). `postbox db republish` releases it.
+-- Set by retention when it finds the slot lost, missing or replaced (its stamp changed); while one
+-- exists retention drops nothing, even once a new slot exists (a new slot "confirms" every older
+-- checkpoint, though the rows before it were never published through it). `postbox db republish`
+-- releases it.
 CREATE TABLE IF NOT EXISTS {schema}.retention_holds (
     since  timestamptz PRIMARY KEY DEFAULT clock_timestamp(),
     reason text        NOT NULL
 );
+-- What releases a hold: 'republish' (a missing, lost or replaced slot: only `postbox db republish`)
+-- or 'trust' (the slot's stamp went with the server's statistics in a crash: a republish, or the
+-- operator vouching for the slot with `postbox db retention --trust-slot`).
+ALTER TABLE {schema}.retention_holds ADD COLUMN IF NOT EXISTS kind text NOT NULL DEFAULT 'republish';
 ALTER TABLE {schema}.retention_holds OWNER TO postbox_owner;
 REVOKE ALL ON {schema}.retention_holds FROM PUBLIC;
