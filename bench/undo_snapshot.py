@@ -11,7 +11,9 @@ call:
 
 - ``applied``: ``SET <big key> x`` then ``HINCRBY`` (the SET is not last: its key is DUMPed);
 - ``undone``: ``SET <big key> x`` then a command that fails (WRONGTYPE): the DUMP, then its
-  RESTORE;
+  RESTORE, checked in full (``sanitize-dump-payload yes``);
+- ``undone, no check``: the same with ``sanitize-dump-payload no`` (Redis's default), set with
+  ``CONFIG SET`` for that row only: what the full check of the payload adds;
 - ``no snapshot``: ``HINCRBY`` then ``SET <big key> x``: the same writes, the SET last, so no
   undo record is kept (the script's rule for an event's last command); the gap to ``applied`` is
   the DUMP alone (replacing the big value costs both the same).
@@ -60,6 +62,9 @@ def write_big(client: Any, key: str, kind: str, size: int) -> None:
         client.hset(key, mapping={f"f{i:08d}": b"v" * (HASH_FIELD_BYTES - 9) for i in range(start, min(fields, start + 10_000))})
 
 
+MODES = ("no snapshot", "applied", "undone", "undone, no check")
+
+
 def one(engine: EffectsEngine, client: Any, mode: str, kind: str, size: int) -> tuple[float, float, bool]:
     """Script seconds, wall seconds and whether the outcome was the one expected, for one event."""
     tag = f"bench:{uuid.uuid4().hex[:8]}"
@@ -67,7 +72,7 @@ def one(engine: EffectsEngine, client: Any, mode: str, kind: str, size: int) -> 
     write_big(client, big, kind, size)
     if mode == "no snapshot":
         fx = Effects().hincrby(other, "n", 1).set(big, "x")
-    elif mode == "undone":
+    elif mode.startswith("undone"):
         client.set(other, "a string")
         fx = Effects().set(big, "x").sadd(other, "m")  # WRONGTYPE: the event fails and the SET is undone
     else:
@@ -77,7 +82,7 @@ def one(engine: EffectsEngine, client: Any, mode: str, kind: str, size: int) -> 
     result = engine.apply_one(EventRef(f"{tag}-e", tag), fx)
     wall = time.perf_counter() - started
     script = float(client.info("commandstats").get("cmdstat_evalsha", {}).get("usec", 0)) / 1e6
-    if mode == "undone":
+    if mode.startswith("undone"):
         expected = result.failed and client.strlen(big) == size if kind == "string" else result.failed and client.hlen(big) == size // HASH_FIELD_BYTES
     else:
         expected = result.applied
@@ -97,12 +102,13 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     try:
         version = client.info("server")["redis_version"]
-        sanitize = client.config_get("sanitize-dump-payload").get("sanitize-dump-payload")
+        sanitize = client.config_get("sanitize-dump-payload").get("sanitize-dump-payload")  # the server's own setting
         engine = EffectsEngine(client, "bench", functions_dir=None)
         engine.load()
         engine.durability()
         for kind, size in sizes:
-            for mode in ("no snapshot", "applied", "undone"):
+            for mode in MODES:
+                client.config_set("sanitize-dump-payload", "no" if mode.endswith("no check") else "yes")
                 samples = [one(engine, client, mode, kind, size) for _ in range(rounds)]
                 TALLIES.append(Tally(f"undo snapshot {kind} {size:,} B {mode}: events as expected", rounds, sum(ok for *_, ok in samples)))
                 rows.append({"kind": kind, "bytes": size, "mode": mode,
@@ -114,9 +120,9 @@ def main() -> None:
     load = os.getloadavg()[0]
     print(f"redis {version}, appendfsync always, sanitize-dump-payload {sanitize}; median of {rounds} events per row; "
           f"load average {load:.1f}")  # fmt: skip
-    print(f"{'key':<8}{'bytes':>13}  {'mode':<13}{'script ms':>11}{'wall ms':>10}")
+    print(f"{'key':<8}{'bytes':>13}  {'mode':<18}{'script ms':>11}{'wall ms':>10}")
     for r in rows:
-        print(f"{r['kind']:<8}{r['bytes']:>13,}  {r['mode']:<13}{r['script_ms']:>11.3f}{r['wall_ms']:>10.3f}")
+        print(f"{r['kind']:<8}{r['bytes']:>13,}  {r['mode']:<18}{r['script_ms']:>11.3f}{r['wall_ms']:>10.3f}")
     print(json.dumps({"bench": "undo_snapshot", "quick": args.quick, "rounds": rounds, "redis_version": version,
                       "sanitize_dump_payload": sanitize, "load": round(load, 1), "rows": rows}))  # fmt: skip
     require_full_counts(TALLIES)
