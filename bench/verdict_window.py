@@ -79,12 +79,17 @@ def main() -> None:
                 if change in rows:
                     continue
                 reason = held(engine)
-                if reason is not None:
-                    rows[change] = {"seconds": round(time.monotonic() - changed_at[change], 2), "events_applied_meanwhile": applied[change],
-                                    "held_because": reason}  # fmt: skip
-                    continue
-                sent[change] += args.batch_size
-                applied[change] += sum(1 for r in engine.apply(batch(args.batch_size)) if r.applied)
+                if reason is None:
+                    try:
+                        results = engine.apply(batch(args.batch_size))
+                    except EffectConfigError:  # the re-read fell due inside this apply: refused before sending
+                        reason = "refused"
+                    else:
+                        sent[change] += args.batch_size
+                        applied[change] += sum(1 for r in results if r.applied)
+                        continue
+                rows[change] = {"seconds": round(time.monotonic() - changed_at[change], 2), "events_applied_meanwhile": applied[change],
+                                "held_because": reason}  # fmt: skip
         for change in CHANGES:
             TALLIES.append(Tally(f"verdict window {change}: events applied", sent[change], applied[change]))
             TALLIES.append(Tally(f"verdict window {change}: change noticed", 1, int(change in rows)))
