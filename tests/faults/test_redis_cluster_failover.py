@@ -21,7 +21,9 @@ pytestmark = [pytest.mark.integration]
 
 @pytest.mark.timeout(600)
 def test_a_master_dies_its_replica_takes_over_and_the_other_masters_slots_keep_flowing(tmp_path, show):
-    run = ClusterFailoverRun("cluster", tmp_path / "cluster", log=show, partitions=2, aggregates=36, batch_size=100)
+    # batch_size 200: up to 800 held records per partition before it pauses (a slow election on a
+    # busy host must not stop the other masters' records of that partition)
+    run = ClusterFailoverRun("cluster", tmp_path / "cluster", log=show, partitions=2, aggregates=36, batch_size=200)
     try:
         run.start()
         run.steady(2)

@@ -89,12 +89,12 @@ class RedisClusterProcesses:
                 client.close()
         else:
             self._create(addresses, self.replicas)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60  # replicas: a full sync and an AOF rewrite each, on a busy host
         while time.monotonic() < deadline:
             if all(self._cluster_ok(s) for s in self.servers) and all(_replica_settled(s) for s in self.servers):
                 return
             time.sleep(0.1)
-        raise RuntimeError("the test cluster did not reach cluster_state:ok within 30 s")
+        raise RuntimeError("the test cluster did not reach cluster_state:ok (and its replicas in sync) within 60 s")
 
     @staticmethod
     def _create(addresses: list[str], replicas: int) -> None:
