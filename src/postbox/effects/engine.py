@@ -1079,7 +1079,8 @@ class EffectsEngine:
         """While a node is down, read the slot map again (at most twice a second, from the nodes
         that answer first): once the cluster promoted a dead master's replica, its slots are
         served by the replica, and the dead node, serving none, is forgotten. Without it the slot
-        map stays the one from before the failover, and those events wait for the dead node."""
+        map stays the one from before the failover, and those events wait for the dead node. The
+        other nodes' connections are left alone (no disconnect): their applies go on meanwhile."""
         now = time.monotonic()
         if now - self._slots_read_at < FAILOVER_CHECK_S:
             return
@@ -1087,7 +1088,7 @@ class EffectsEngine:
         down = self._health.down_nodes()
         cluster: redis.RedisCluster = self.client  # type: ignore[assignment]
         try:
-            cluster.nodes_manager.initialize(last_failed_node_name=next(iter(down), None))
+            cluster.nodes_manager.initialize(last_failed_node_name=next(iter(down), None), disconnect_startup_nodes_pools=False)
         except (redis.ConnectionError, redis.TimeoutError, redis.RedisClusterException) as exc:
             log.debug("cannot read the cluster's slot map while a node is down: %s", exc)
             return
