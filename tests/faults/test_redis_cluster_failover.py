@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.faults.cluster_failover import ClusterFailoverRun
+from tests.faults.redis_cluster_failover import ClusterFailoverRun
 
 pytestmark = [pytest.mark.integration]
 

@@ -111,7 +111,7 @@ def test_a_killed_master_s_events_go_to_the_replica_that_took_over_its_slots() -
     Before: the engine routed by the slot map it had when the master went down and only PINGed the
     dead node, so its events came back as ``node-down`` retries forever (the cluster failover
     scenario's consumer never applied them)."""
-    from tests.faults.cluster_failover import CLUSTER_CONFIG
+    from tests.faults.redis_cluster_failover import CLUSTER_CONFIG
 
     nodes = RedisClusterProcesses(replicas=1, config=CLUSTER_CONFIG).start()
     client = redis.RedisCluster(host="127.0.0.1", port=nodes.servers[0].port, socket_timeout=2, socket_connect_timeout=1)
