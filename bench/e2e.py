@@ -2,6 +2,7 @@
 
     python bench/e2e.py [--quick] [--rates 100,1000] [--duration S] [--reps N] [--no-search]
                         [--poll-interval-ms 100] [--batch-size N] [--batch-wait-ms N] [--json-only]
+                        [--replica-waits]
 
 Two paths from a committed business transaction to an effect acknowledged by Redis, measured in
 the same run, at the same rates, against the same stack (POSTBOX_* settings; the admin URL from
@@ -48,6 +49,14 @@ the relay's poll interval is its latency-versus-load knob. ``cpu_stall`` is the 
 during which some runnable task on the machine waited for a CPU (``/proc/pressure/cpu``): on a
 2-core machine running everything, the latency tail follows it.
 
+**Replica waits** (``--replica-waits``): the consumer applies on a private Redis primary with a
+replica (``bench/replica_pair.py``, ``postbox.testing.RedisServer``) with ``--redis-replicas 0``,
+and a second consumer (its own group, the cdc topic only) applies the same records on the same
+primary with ``--redis-replicas 1`` (``WAIT 1`` before each commit); each cdc run reports both
+consumers' latencies of the same events, side by side (``cdc_wait_p99_ms_at_<rate>``,
+``cdc_wait_vs_cdc_p99_at_<rate>``). Both consumers share the machine, so each figure is under the
+other's load too.
+
 At the end it waits until every committed event was observed applied and exits 1 when either
 path counted fewer applied events than were committed (``bench/counting.py``): a bench whose
 observation broke must not pass for a result.
@@ -80,6 +89,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
 sys.path.insert(0, str(BENCH))
 from counting import require_full_counts  # noqa: E402
+from replica_pair import ReplicatedRedis  # noqa: E402
 POLL_DB = "postbox_bench_polling"
 PATHS = ("cdc", "polling")
 AGGREGATES = 1000
@@ -138,7 +148,7 @@ def consumer_main(pipe: Any, cfg: dict[str, Any], applied: Any) -> None:
 
     for agg in cfg["aggregates"]:
         app.handler(agg, "OrderPlaced")(handler)
-    flags = {k: cfg[k] for k in ("batch_size", "batch_wait_ms") if cfg.get(k) is not None}
+    flags = {k: cfg[k] for k in ("batch_size", "batch_wait_ms", "redis_replicas") if cfg.get(k) is not None}
     config = ConsumerConfig.load({}, app=app, group=cfg["group"], topics=",".join(cfg["topics"]),
                                  kafka_bootstrap=cfg["bootstrap"], redis_url=cfg["redis_url"], **flags)
     runtime = ConsumerRuntime(app, config, install_signals=False, kafka_overrides=cfg.get("kafka_overrides") or {}, observer=observe)
@@ -275,6 +285,17 @@ def pct(values: list[float], p: float) -> float:
     return values[lo] + (values[hi] - values[lo]) * (k - lo)
 
 
+def latencies(result: "RunResult", emitted: list[tuple[str, float, float]], done: dict[str, Any]) -> "RunResult":
+    """``result`` with the commit-to-acknowledged latencies of ``emitted`` (event id, COMMIT
+    returned, began) found in ``done`` (a consumer's dump), and the count of the others."""
+    lat = [(rec[4] - committed_at) * 1000 for event_id, committed_at, _began in emitted if (rec := done.get(event_id)) is not None]
+    result.emitted, result.applied, result.missing = len(emitted), len(lat), len(emitted) - len(lat)
+    result.p50, result.p95, result.p99 = pct(lat, 50), pct(lat, 95), pct(lat, 99)
+    result.max = max(lat) if lat else float("nan")
+    result.sustainable = not result.missing
+    return result
+
+
 def med(values: list[float]) -> float:
     values = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
     return statistics.median(values) if values else float("nan")
@@ -350,6 +371,14 @@ class E2EBench:
         self.polling = "polling" in args.paths.split(",")
         #: Extra polling variants: path label -> poll interval (ms).
         self.poll_intervals = {f"polling{iv}ms": iv for iv in args.extra_poll_intervals}
+        #: --replica-waits: a private primary + replica, a second consumer (group ``-wait``) on
+        #: the cdc topic waiting for the replica, and its results per rate.
+        self.replication = ReplicatedRedis() if args.replica_waits else None
+        self.waiter: Any = None
+        self.waiter_pipe: Any = None
+        self.waiter_applied = self.ctx.Array("q", 2, lock=False)
+        self.wait_runs: dict[int, list[RunResult]] = {}
+        self.waiter_base = 0
 
     # -- set-up / tear-down ------------------------------------------------------------------------
 
@@ -380,12 +409,19 @@ class E2EBench:
             }
         self._find_pids()
         self.consumer_pipe, child = self.ctx.Pipe()
+        redis_url = self.replication.start() if self.replication is not None else self.settings.redis_url
         cfg = {"group": self.group, "topics": list(self.topics), "aggregates": list(self.aggregates), "schemas": str(self.schemas),
-               "bootstrap": self.settings.kafka_bootstrap, "redis_url": self.settings.redis_url,
+               "bootstrap": self.settings.kafka_bootstrap, "redis_url": redis_url,
                "batch_size": self.args.batch_size, "batch_wait_ms": self.args.batch_wait_ms,
+               "redis_replicas": 0 if self.replication is not None else None,
                "kafka_overrides": dict(kv.split("=", 1) for kv in self.args.consumer_kafka)}
         self.consumer = self.ctx.Process(target=consumer_main, args=(child, cfg, self.applied), daemon=True)
         self.consumer.start()
+        if self.replication is not None:  # the same cdc records, applied on the same primary, waiting for its replica
+            self.waiter_pipe, wchild = self.ctx.Pipe()
+            wcfg = {**cfg, "group": f"{self.group}-wait", "topics": [self.topics[0]], "redis_replicas": 1}
+            self.waiter = self.ctx.Process(target=consumer_main, args=(wchild, wcfg, self.waiter_applied), daemon=True)
+            self.waiter.start()
         self.emitter_pipe, echild = self.ctx.Pipe()
         self.emitter = self.ctx.Process(target=emitter_main, args=(echild, self.committed), daemon=True)
         self.emitter.start()
@@ -395,6 +431,10 @@ class E2EBench:
         if not self.consumer_pipe.poll(120):
             raise SystemExit("bench: the consumer did not get its partitions within 120 s")
         _, assigned, self.consumer_config = self.consumer_pipe.recv()
+        if self.waiter_pipe is not None:
+            if not self.waiter_pipe.poll(120):
+                raise SystemExit("bench: the replica-waiting consumer did not get its partitions within 120 s")
+            self.waiter_pipe.recv()
         if assigned < len(self.topics) * PARTITIONS:
             raise SystemExit(f"bench: the consumer got {assigned} of {len(self.topics) * PARTITIONS} partitions")
         self.pids["consumer"] = self.consumer.pid
@@ -420,12 +460,13 @@ class E2EBench:
         import redis
         from confluent_kafka.admin import AdminClient
 
-        for pipe, proc, msg in ((self.consumer_pipe, self.consumer, ("stop",)), (self.emitter_pipe, self.emitter, ("stop",))):
+        for pipe, proc, msg in ((self.consumer_pipe, self.consumer, ("stop",)), (self.waiter_pipe, self.waiter, ("stop",)),
+                                (self.emitter_pipe, self.emitter, ("stop",))):
             if proc is None:
                 continue
             try:
                 pipe.send(msg)
-                if pipe.poll(60) and proc is self.consumer:
+                if pipe.poll(60) and proc is not self.emitter:
                     pipe.recv()
             except (OSError, EOFError):
                 pass
@@ -439,6 +480,8 @@ class E2EBench:
             cleanup_url = admin_redis_url()
         except Exception:  # noqa: BLE001
             cleanup_url = self.settings.redis_url
+        if self.replication is not None:
+            self.replication.stop()  # the private servers' keys go with them
         client = redis.Redis.from_url(cleanup_url)
         removed = 0
         for agg in self.aggregates:
@@ -584,8 +627,11 @@ class E2EBench:
                 result.relay = json.loads(stats_file.read_text())
         self.consumer_pipe.send(("dump", index))
         done, pending, dups = self.consumer_pipe.recv()
+        waited = self._waiter_dump(len(emitted)) if path == "cdc" else None
         if warmup:
             return result
+        if waited is not None:
+            self.wait_runs.setdefault(rate, []).append(latencies(RunResult("cdc+wait", rate, duration), emitted, waited))
         time.sleep(0.6)  # table statistics are flushed by backends at most once a second
         pg_after = self._pg_counters(path)
 
@@ -667,6 +713,20 @@ class E2EBench:
         result.sustainable = not why
         result.why = "; ".join(why)
         return result
+
+    def _waiter_dump(self, emitted: int) -> dict[str, Any] | None:
+        """The replica-waiting consumer's records of this run (None without --replica-waits),
+        once it applied them all or the drain timeout passed."""
+        if self.waiter_pipe is None:
+            return None
+        expected = self.waiter_base + emitted
+        deadline = time.monotonic() + self.args.drain_timeout
+        while self.waiter_applied[0] < expected and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self.waiter_base = self.waiter_applied[0]
+        self.waiter_pipe.send(("dump", 0))
+        done, _pending, _dups = self.waiter_pipe.recv()
+        return done
 
     def final_counts(self, timeout: float) -> list[Any]:
         """Wait (at most ``timeout`` s) until every event either path committed, warm-ups included,
@@ -766,6 +826,9 @@ def main() -> None:
     parser.add_argument("--batch-wait-ms", type=int, default=None, help="consumer batch wait (default: the consumer's default)")
     parser.add_argument("--consumer-kafka", action="append", default=[], metavar="KEY=VALUE", help="librdkafka consumer property (repeatable)")
     parser.add_argument("--paths", default="cdc,polling", help="which paths to run (default both)")
+    parser.add_argument("--replica-waits", action="store_true",
+                        help="apply on a private Redis primary + replica, by two consumers of the cdc records: without replica "
+                             "waits (path cdc, --redis-replicas 0) and with (path cdc+wait, --redis-replicas 1); p50/p99 side by side")
     parser.add_argument("--extra-poll-intervals", default=None,
                         help="also run the polling path with these poll intervals, ms (default 10; quick none); paths polling<N>ms")
     args = parser.parse_args()
@@ -828,6 +891,15 @@ def main() -> None:
                 print(f"{'ratio':<14}{rate:>8,}{p['p50'] / c['p50']:>7.1f}x{p['p95'] / c['p95']:>7.1f}x{p['p99'] / c['p99']:>7.1f}x"
                       f"{'':>8}{'':>8}   {variant} / cdc")
     print("p99* = p99 from the row's created_at (clock_timestamp() at INSERT, before the commit)")
+    if bench.wait_runs:
+        print("\nreplica waits: the same cdc records applied on a private primary + replica by two consumers (ms, medians)")
+        print(f"{'rate/s':>8}{'p50 no wait':>13}{'p50 WAIT 1':>12}{'ratio':>7}{'p99 no wait':>13}{'p99 WAIT 1':>12}{'ratio':>7}{'missing':>9}")
+        for rate in rates:
+            c, w = summary.get(("cdc", rate)), bench.wait_runs.get(rate)
+            if c and w:
+                p50, p99 = med([r.p50 for r in w]), med([r.p99 for r in w])
+                print(f"{rate:>8,}{fmt(c['p50'], 1):>13}{fmt(p50, 1):>12}{p50 / c['p50']:>6.2f}x"
+                      f"{fmt(c['p99'], 1):>13}{fmt(p99, 1):>12}{p99 / c['p99']:>6.2f}x{sum(r.missing for r in w):>9}")
 
     print("\nwhere the time goes (ms, p50 / p99): commit -> appended to Kafka (LogAppendTime) -> out of consume() -> acked;"
           " and the emitting transaction itself (BEGIN .. COMMIT returned)")
@@ -895,6 +967,14 @@ def main() -> None:
             if c and p:
                 figures[f"{variant}_vs_cdc_p99_at_{rate}"] = round(p["p99"] / c["p99"], 2)
     figures["extra_poll_intervals_ms"] = args.extra_poll_intervals
+    figures["replica_waits"] = bool(bench.wait_runs)
+    for rate, w in bench.wait_runs.items():
+        c = summary.get(("cdc", rate))
+        for k in ("p50", "p99"):
+            figures[f"cdc_wait_{k}_ms_at_{rate}"] = round(med([getattr(r, k) for r in w]), 1)
+            if c:
+                figures[f"cdc_wait_vs_cdc_{k}_at_{rate}"] = round(med([getattr(r, k) for r in w]) / c[k], 2)
+        figures[f"cdc_wait_missing_at_{rate}"] = sum(r.missing for r in w)
     for path, (best, bound, probes) in search.items():
         figures[f"{path}_max_rate"] = best
         figures[f"{path}_max_rate_emitter_bound"] = bound

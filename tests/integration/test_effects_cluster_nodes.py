@@ -102,3 +102,37 @@ def test_an_event_ordered_after_a_held_back_one_on_another_node_waits_for_it(clu
     assert [r.outcome.value for r in results] in (["applied", "applied"], ["duplicate", "applied"]), results
     assert client.get(early[2]) == b"1" and client.get(log_key) == b"1"
     client.close()
+
+
+def test_a_killed_master_s_events_go_to_the_replica_that_took_over_its_slots() -> None:
+    """A master SIGKILLed, its replica promoted by the cluster: the events of its slots are applied
+    on the promoted replica, without a restart, and the dead node is no longer waited for.
+
+    Before: the engine routed by the slot map it had when the master went down and only PINGed the
+    dead node, so its events came back as ``node-down`` retries forever (the cluster failover
+    scenario's consumer never applied them)."""
+    from tests.faults.redis_cluster_failover import CLUSTER_CONFIG
+
+    nodes = RedisClusterProcesses(replicas=1, config=CLUSTER_CONFIG).start()
+    client = redis.RedisCluster(host="127.0.0.1", port=nodes.servers[0].port, socket_timeout=2, socket_connect_timeout=1)
+    try:
+        engine = EffectsEngine(client, "billing", functions_dir=None, node_wait=timedelta(seconds=1))
+        events, where = _events(client, 60, "a")
+        assert all(r.applied for r in engine.apply([(e, fx) for e, fx, _ in events], partial=True))
+        roles = nodes.roles()
+        victim = next(port for port, of in roles.items() if of is None and f"127.0.0.1:{port}" in where)
+        [replica] = [port for port, of in roles.items() if of == victim]
+        nodes.node(victim).kill()
+        later, _ = _events(client, 60, "b")
+        deadline = time.monotonic() + 60
+        while True:
+            results = engine.apply([(e, fx) for e, fx, _ in later], partial=True)
+            if not any(r.retry for r in results) or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert not any(r.retry for r in results), [r for r in results if r.retry][:2]
+        assert nodes.roles(nodes.node(replica))[replica] is None  # the replica serves the slots now
+        assert all(client.get(key) == b"1" for _, _, key in events + later)
+    finally:
+        client.close()
+        nodes.stop()

@@ -50,13 +50,16 @@ def waitaof_server(*, appendfsync: str = "everysec", config: dict[str, str] | No
 
 class RedisClusterProcesses:
     """Three (or ``masters``) cluster-enabled redis-servers joined with ``redis-cli --cluster create``
-    (no replicas; a single master is given every slot).
+    (a single master is given every slot), with ``replicas`` replicas per master (then ``servers``
+    holds the masters first, but which replica serves which master is the cluster's: read it with
+    :meth:`roles`).
     ``config``: more settings for every node (e.g. ``cluster-require-full-coverage no``)."""
 
-    def __init__(self, masters: int = 3, config: dict[str, str] | None = None) -> None:
+    def __init__(self, masters: int = 3, config: dict[str, str] | None = None, replicas: int = 0) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="postbox-cluster-"))
         self.servers: list[RedisServer] = []
-        for i in range(masters):
+        self.replicas = replicas
+        for i in range(masters * (1 + replicas)):
             node_dir = self.dir / f"node{i}"
             node_dir.mkdir()
             self.servers.append(
@@ -85,18 +88,18 @@ class RedisClusterProcesses:
             finally:
                 client.close()
         else:
-            self._create(addresses)
-        deadline = time.monotonic() + 30
+            self._create(addresses, self.replicas)
+        deadline = time.monotonic() + 60  # replicas: a full sync and an AOF rewrite each, on a busy host
         while time.monotonic() < deadline:
-            if all(self._cluster_ok(s) for s in self.servers):
+            if all(self._cluster_ok(s) for s in self.servers) and all(_replica_settled(s) for s in self.servers):
                 return
             time.sleep(0.1)
-        raise RuntimeError("the test cluster did not reach cluster_state:ok within 30 s")
+        raise RuntimeError("the test cluster did not reach cluster_state:ok (and its replicas in sync) within 60 s")
 
     @staticmethod
-    def _create(addresses: list[str]) -> None:
+    def _create(addresses: list[str], replicas: int) -> None:
         subprocess.run(
-            [REDIS_CLI, "--cluster", "create", *addresses, "--cluster-replicas", "0", "--cluster-yes"],
+            [REDIS_CLI, "--cluster", "create", *addresses, "--cluster-replicas", str(replicas), "--cluster-yes"],
             check=True,
             capture_output=True,
             timeout=60,
@@ -115,10 +118,66 @@ class RedisClusterProcesses:
     def client(self) -> redis.RedisCluster:
         return redis.RedisCluster(host="127.0.0.1", port=self.servers[0].port)
 
+    @property
+    def url(self) -> str:
+        """The consumer's ``redis+cluster://`` URL (every node a startup node)."""
+        return "redis+cluster://" + ",".join(f"127.0.0.1:{s.port}" for s in self.servers)
+
+    def roles(self, via: RedisServer | None = None) -> dict[int, int | None]:
+        """Each live node's port -> its master's port (None: it is a master), as ``via`` (a node
+        that is up; the first one that answers by default) sees the cluster now."""
+        for server in [via] if via is not None else self.servers:
+            if server.process is None:
+                continue
+            client = server.client(socket_timeout=2, decode_responses=True)
+            try:
+                lines = client.execute_command("CLUSTER", "NODES").splitlines()
+            except (redis.ConnectionError, redis.TimeoutError):
+                continue
+            finally:
+                client.close()
+            return _roles(lines)
+        raise AssertionError("no node of the cluster answered CLUSTER NODES")
+
+    def node(self, port: int) -> RedisServer:
+        [found] = [s for s in self.servers if s.port == port]
+        return found
+
     def stop(self) -> None:
         for server in self.servers:
             server.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _roles(lines: list[str]) -> dict[int, int | None]:
+    """CLUSTER NODES lines -> port: master's port (None for a master); failed nodes left out."""
+    by_id = {f[0]: f for f in (line.split() for line in lines)}
+    out: dict[int, int | None] = {}
+    for fields in by_id.values():
+        port = int(fields[1].split("@")[0].rsplit(":", 1)[1])
+        flags = fields[2].split(",")
+        if "fail" in flags or "fail?" in flags:
+            continue
+        master = by_id.get(fields[3])
+        out[port] = int(master[1].split("@")[0].rsplit(":", 1)[1]) if "slave" in flags and master else None
+    return out
+
+
+def _replica_settled(server: RedisServer) -> bool:
+    """A master, or a replica in sync and done rewriting the AOF the sync starts (till then its
+    fsyncs confirm nothing, and a WAIT on its master times out)."""
+    client = server.client(socket_timeout=2)
+    try:
+        replication = client.info("replication")
+        if replication.get("role") == "master":
+            return True
+        persistence = client.info("persistence")
+        rewriting = int(persistence.get("aof_rewrite_in_progress", 0)) or int(persistence.get("aof_rewrite_scheduled", 0))
+        return replication.get("master_link_status") == "up" and not rewriting
+    except (redis.ConnectionError, redis.TimeoutError):
+        return False
+    finally:
+        client.close()
 
 
 @contextmanager

@@ -71,3 +71,26 @@ def test_a_down_node_is_up_again_once_a_ping_answers():
         time.sleep(0.01)
     assert health.error("n1:7000") is None and not health.any_down()
     assert health.take_recovered() and not health.take_recovered()
+
+
+def test_a_forgotten_node_is_up_and_no_longer_probed():
+    """A dead master whose replica took over its slots: forgotten, it holds nothing back and its
+    probe stops PINGing it (it would never answer)."""
+    health = NodeHealth(probe_interval_s=0.01)
+    pings = []
+
+    def ping() -> None:
+        pings.append(1)
+        raise ConnectionError("refused")
+
+    health.mark_down("n1:7000", "Connection refused", ping)
+    deadline = time.monotonic() + 10
+    while not pings and time.monotonic() < deadline:
+        time.sleep(0.01)
+    health.forget(["n1:7000", "n2:7001"])  # a node that was not down is ignored
+    assert health.error("n1:7000") is None and not health.any_down()
+    time.sleep(0.1)  # the probe sees it was forgotten at its next turn
+    seen = len(pings)
+    time.sleep(0.2)
+    assert len(pings) == seen
+    assert not health.take_recovered()  # forgotten is not recovered: the node did not come back

@@ -85,6 +85,8 @@ from postbox.errors import (
 
 log = logging.getLogger("postbox.effects")
 
+#: How often the slot map is read again while a cluster node is down (a failover may have moved its slots).
+FAILOVER_CHECK_S = 0.5
 #: Marker TTL: Kafka's default retention (7 days) plus a day of margin. A redelivery older than
 #: the marker would apply again, so keep this above the topics' ``retention.ms``.
 DEFAULT_MARKER_TTL = timedelta(days=8)
@@ -309,6 +311,8 @@ class EffectsEngine:
         #: Longest wait for one cluster node's calls before it is put down (plus the wait's timeout).
         self.node_wait_s = node_wait.total_seconds()
         self._health = NodeHealth()
+        #: When the slot map was last read because a node was down (see :meth:`_follow_failover`).
+        self._slots_read_at = 0.0
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         fdir = default_functions_dir() if functions_dir == "default" else functions_dir
         self.script: ApplyScript = build_script(Path(fdir) if fdir is not None else None)
@@ -435,6 +439,8 @@ class EffectsEngine:
 
     def _verdict_now(self) -> tuple[int, Durability]:
         """The count of server changes seen and the verdict (read again if one is new)."""
+        if self.cluster and self._health.any_down():
+            self._follow_failover()  # before the verdict: a promoted replica has its own
         changes = self._watch.changes
         return changes, self.durability()
 
@@ -1068,6 +1074,29 @@ class EffectsEngine:
         except redis.exceptions.SlotNotCoveredError as exc:
             raise TransientEffectError(f"slot {slot} is not served by any node: {exc}", reason="CLUSTERDOWN") from exc
         return node.name, cluster.get_redis_connection(node)
+
+    def _follow_failover(self) -> None:
+        """While a node is down, read the slot map again (at most twice a second, from the nodes
+        that answer first): once the cluster promoted a dead master's replica, its slots are
+        served by the replica, and the dead node, serving none, is forgotten. Without it the slot
+        map stays the one from before the failover, and those events wait for the dead node. The
+        other nodes' connections are left alone (no disconnect): their applies go on meanwhile."""
+        now = time.monotonic()
+        if now - self._slots_read_at < FAILOVER_CHECK_S:
+            return
+        self._slots_read_at = now
+        down = self._health.down_nodes()
+        cluster: redis.RedisCluster = self.client  # type: ignore[assignment]
+        try:
+            cluster.nodes_manager.initialize(last_failed_node_name=next(iter(down), None), disconnect_startup_nodes_pools=False)
+        except (redis.ConnectionError, redis.TimeoutError, redis.RedisClusterException) as exc:
+            log.debug("cannot read the cluster's slot map while a node is down: %s", exc)
+            return
+        serving = {nodes[0].name for nodes in cluster.nodes_manager.slots_cache.values() if nodes}
+        replaced = down - serving
+        if replaced:
+            self._health.forget(replaced)
+            self._watch.mark_stale()  # other primaries now: their durability is read again
 
     def _refresh_topology(self) -> None:
         try:

@@ -14,7 +14,9 @@ thread, in parallel; this module holds the two small pieces of state that decide
 - :class:`NodeHealth`: a node whose calls failed with a connection error or gave no reply within
   the engine's node wait is *down*: events for it come back as retries at once, without a network
   wait, so a stopped master costs the other nodes one wait, not one per batch. A background thread
-  PINGs it; the first answer brings it back.
+  PINGs it; the first answer brings it back. A down master that the cluster replaced (its replica
+  promoted: the slot map names another node for its slots) is *forgotten*: its events go to the
+  new master, and nothing waits for the dead one any more.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -93,6 +95,13 @@ class NodeHealth:
             recovered, self._recovered = self._recovered, False
             return recovered
 
+    def forget(self, nodes: Iterable[str]) -> None:
+        """``nodes`` serve no slot any more (their replicas took over): no longer down, no longer PINGed."""
+        with self._lock:
+            gone = [n for n in nodes if self._down.pop(n, None) is not None]
+        for node in gone:
+            log.warning("Redis node %s serves no slot any more (a replica took over): its events go to the new master", node)
+
     def mark_down(self, node: str, error: str, ping: Callable[[], Any]) -> None:
         """Put ``node`` down and start PINGing it (``ping`` raises while it is unreachable)."""
         with self._lock:
@@ -105,6 +114,9 @@ class NodeHealth:
     def _probe(self, node: str, ping: Callable[[], Any]) -> None:
         while True:
             time.sleep(self.probe_interval_s)
+            with self._lock:
+                if node not in self._down:
+                    return  # forgotten: replaced by a promoted replica
             try:
                 ping()
             except Exception as exc:  # noqa: BLE001 - any failure means still down
