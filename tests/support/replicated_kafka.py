@@ -30,6 +30,7 @@ from postbox.resources import CONNECTOR_TEMPLATE
 from postbox.stack.connect import LocalConnect
 from postbox.stack.kafka import LocalKafka
 from postbox.stack.layout import StackLayout
+from postbox.stack.nodes import init_all
 from postbox.stack.ports import NODE_PORT_STEP, StackPorts
 from postbox.stack.processes import pid_alive, port_open
 from postbox.stack.stack import LocalStack, admin_database_url
@@ -51,8 +52,8 @@ def free_ports(topology: Topology, shared: StackPorts) -> StackPorts:
     import random
 
     for _ in range(500):
-        kafka = random.randrange(20000, 40000, 2)
-        connect = random.randrange(40000, 50000)
+        kafka = random.randrange(20000, 30000, 2)  # below the ephemeral range (32768-): no outgoing connection takes them
+        connect = random.randrange(30000, 32000)
         ports = StackPorts(postgres=shared.postgres, redis=shared.redis, kafka=kafka, controller=kafka + 1, connect=connect)
         wanted = [p for n in range(1, topology.kafka_nodes + 1) for p in ports.kafka_node(n)]
         wanted += [ports.connect_worker(w) for w in range(1, topology.connect_workers + 1)]
@@ -110,8 +111,7 @@ class PrivateCluster:
         self._started = True
         try:
             self.stack.layout.ensure()
-            for process in (*self.nodes, *self.workers):
-                process.init()
+            init_all([*self.nodes, *self.workers])
             for node in self.nodes:
                 node.start()
             for node in self.nodes:

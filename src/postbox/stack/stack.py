@@ -27,7 +27,7 @@ from postbox.resources import CONNECTOR_TEMPLATE
 from postbox.slot import slot_status
 from postbox.stack import jars, prereqs
 from postbox.stack.layout import StackLayout
-from postbox.stack.nodes import bootstrap, connect_workers, group_status, kafka_nodes, process_status
+from postbox.stack.nodes import bootstrap, connect_workers, group_status, init_all, kafka_nodes, process_status
 from postbox.stack.ports import StackPorts
 from postbox.stack.postgres import DATABASE, LocalPostgres
 from postbox.stack.redis_server import LocalRedis
@@ -175,7 +175,7 @@ class LocalStack:
 
         # Configuration first (cheap, and Kafka's storage format needs it), then the servers.
         components: list[Any] = [self.postgres, self.redis, *self.kafka_nodes, *self.connect_workers]
-        restart_needed = [component.name for component in components if component.init() and component.running()]
+        restart_needed = [component.name for component in init_all(components) if component.running()]
         if restart_needed:
             progress(f"configuration changed for {', '.join(restart_needed)}: restart with `postbox down && postbox up` to apply")
 
