@@ -13,6 +13,7 @@ started and drops its slot.
 
 from __future__ import annotations
 
+import re
 import socket
 import time
 import uuid
@@ -132,7 +133,9 @@ class PrivateCluster:
     def connector(self) -> ConnectorFile:
         base = connector_with_topics(render_connector(ConnectorFile.load(CONNECTOR_TEMPLATE), DEFAULT), TopicsConfig.load())
         return replace(base, name=self.connector_name,
-                       config={**base.config, "slot.name": self.slot, "topic.prefix": self.topic_prefix})
+                       config={**base.config, "slot.name": self.slot, "topic.prefix": self.topic_prefix,
+                               # the change events' topic before the router reroutes them follows the prefix
+                               "predicates.isOutboxTable.pattern": rf"{re.escape(self.topic_prefix)}\.postbox\.outbox"})
 
     def _register(self, timeout: float) -> None:
         connector = self.connector()
