@@ -78,6 +78,7 @@ class PrivateCluster:
         self.slot = f"postbox_faults_{token}"
         self.topic_prefix = f"postbox_faults_{token}"
         self._started = False
+        self._admin: AdminClient | None = None
 
     # -- addresses ------------------------------------------------------------------------------
     @property
@@ -154,7 +155,9 @@ class PrivateCluster:
 
     # -- Kafka's view -----------------------------------------------------------------------------
     def admin(self) -> AdminClient:
-        return AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+        if self._admin is None:  # kept: a dropped client cancels its pending requests (describe_consumer_groups)
+            self._admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+        return self._admin
 
     def leader(self, topic: str, partition: int) -> int:
         meta = self.admin().list_topics(topic, timeout=10).topics[topic]
@@ -166,8 +169,15 @@ class PrivateCluster:
 
     def coordinator(self, group: str) -> int:
         """The node id of ``group``'s coordinator."""
-        future = self.admin().describe_consumer_groups([group], request_timeout=10)[group]
-        return int(future.result(timeout=15).coordinator.id)
+        deadline = time.monotonic() + 90
+        while True:  # right after a node's restart the first lookups may time out
+            try:
+                future = self.admin().describe_consumer_groups([group], request_timeout=10)[group]
+                return int(future.result(timeout=15).coordinator.id)
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(1)
 
     def wait_in_sync(self, topic: str, timeout: float = 120) -> None:
         """Every partition of ``topic`` back to its full in-sync replica set (a restarted node caught up)."""

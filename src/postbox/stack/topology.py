@@ -69,7 +69,7 @@ class Topology:
             return cls()
         except (ValueError, KeyError, TypeError) as exc:
             raise ConfigError(f"{path} is not a topology record ({exc})",
-                              fix=f"remove it and run `postbox up` again (with --kafka-nodes / --connect-workers as wanted)") from None
+                              fix="remove it and run `postbox up` again (with --kafka-nodes / --connect-workers as wanted)") from None
 
     def save(self, run_dir: Path) -> None:
         run_dir.mkdir(parents=True, exist_ok=True)
