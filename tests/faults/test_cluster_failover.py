@@ -28,8 +28,9 @@ def _check(verdict: Verdict, show) -> None:
 
 @pytest.mark.timeout(900)
 def test_kafka_leader_then_coordinator_sigkilled_on_three_nodes(tmp_path, show):
-    run = KafkaFailoverRun("kafkanodes", tmp_path, log=show).start()
+    run = KafkaFailoverRun("kafkanodes", tmp_path, log=show)
     try:
+        run.start()  # inside the try: a start that fails still stops the cluster and drops its slot
         run.steady(2)
         run.kill_node("leader", partition=0)
         run.steady(1)
@@ -42,8 +43,9 @@ def test_kafka_leader_then_coordinator_sigkilled_on_three_nodes(tmp_path, show):
 
 @pytest.mark.timeout(900)
 def test_connect_task_moves_to_the_other_worker(tmp_path, show):
-    run = ConnectFailoverRun("connectwk", tmp_path, log=show).start()
+    run = ConnectFailoverRun("connectwk", tmp_path, log=show)
     try:
+        run.start()
         run.steady(2)
         run.kill_task_worker()
         run.steady(1)
