@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.faults.cluster_failover import ConnectFailoverRun, KafkaFailoverRun
+from tests.faults.kafka_failover import ConnectFailoverRun, KafkaFailoverRun
 from tests.faults.harness import Verdict
 
 pytestmark = [pytest.mark.integration]
