@@ -487,10 +487,16 @@ class FaultRun:
     def __init__(self, scenario: str, tmp: Path, *, rate: float = 150, per_tx: int = 3, aggregates: int = 12,
                  members: int = 1, partitions: int = 1, batch_size: int = 50, sleep_ms: int = 2, limit: int | None = None,
                  consumer_env: dict[str, str] | None = None, session_timeout_ms: int | None = 6000,
-                 log: Callable[[str], None] = print, redis_client: redis.Redis | None = None, restore_stack: bool = True) -> None:
+                 log: Callable[[str], None] = print, redis_client: redis.Redis | None = None, restore_stack: bool = True,
+                 kafka_bootstrap: str | None = None, connect_url: str | None = None, replication_factor: int = 1) -> None:
         self.scenario = scenario
         self.log = log
         self.settings = Settings.load()
+        #: Where the topic lives and who captures the outbox: the stack's, or a private cluster's
+        #: (``kafka_bootstrap`` / ``connect_url``: a scenario that kills nothing of the stack).
+        self.kafka_bootstrap = kafka_bootstrap or self.settings.kafka_bootstrap
+        self.connect_url = connect_url or self.settings.connect_url
+        self.replication_factor = replication_factor
         self.stack = LocalStack()
         token = uuid.uuid4().hex[:8]
         self.aggregate_type = f"flt{scenario.replace('-', '')[:10]}{token}"
@@ -509,7 +515,7 @@ class FaultRun:
             # None: postbox consume's default (the consumer SIGKILL scenario measures recovery with it)
             **({"POSTBOX_SESSION_TIMEOUT_MS": str(session_timeout_ms)} if session_timeout_ms is not None else {}),
             "POSTBOX_LOG_FORMAT": "json", "POSTBOX_LOG_LEVEL": "DEBUG", "POSTBOX_BACKOFF_MAX_MS": "2000",
-            "POSTBOX_REDIS_URL": self.settings.redis_url, "POSTBOX_KAFKA_BOOTSTRAP": self.settings.kafka_bootstrap,
+            "POSTBOX_REDIS_URL": self.settings.redis_url, "POSTBOX_KAFKA_BOOTSTRAP": self.kafka_bootstrap,
             "POSTBOX_TEST_SLEEP_MS": str(sleep_ms),
             # deterministic kill points (tests.apps.counting, postbox.consumer.testhooks): armed per kill
             "POSTBOX_TEST_HOLD_IN_HANDLER": str(tmp / "hold-in-handler"),
@@ -542,7 +548,7 @@ class FaultRun:
     # lifecycle ----------------------------------------------------------------------------------------
     def start(self) -> "FaultRun":
         self.started = time.monotonic()
-        create_topic(self.settings.kafka_bootstrap, self.topic, self.partitions)  # else the router makes 1 partition
+        create_topic(self.kafka_bootstrap, self.topic, self.partitions, self.replication_factor)  # else the router makes 1 partition
         self.emitter.start()
         self.consumers.start()
         self.wait(lambda: self.applied_count() > 0, 90, "the first event applied")
@@ -598,7 +604,7 @@ class FaultRun:
     def topic_ends(self) -> dict[int, int]:
         """Each partition's end offset (high watermark) now."""
         if self._watermarks is None:
-            self._watermarks = Consumer({"bootstrap.servers": self.settings.kafka_bootstrap, "group.id": f"faults-marks-{uuid.uuid4().hex}"})
+            self._watermarks = Consumer({"bootstrap.servers": self.kafka_bootstrap, "group.id": f"faults-marks-{uuid.uuid4().hex}"})
         return {p: self._watermarks.get_watermark_offsets(TopicPartition(self.topic, p), timeout=10, cached=False)[1]
                 for p in range(self.partitions)}
 
@@ -606,7 +612,7 @@ class FaultRun:
         """The group's committed offset of each partition (-1001: none yet)."""
         from tests.support.consumers import committed
 
-        return committed(self.settings.kafka_bootstrap, self.group, self.topic, self.partitions)
+        return committed(self.kafka_bootstrap, self.group, self.topic, self.partitions)
 
     def consumed_all(self) -> bool:
         """The group committed every record the topic holds now (and every committed event is in it)."""
@@ -857,7 +863,7 @@ class FaultRun:
 
     def _admin(self) -> AdminClient:
         if self._admin_client is None:  # kept: a dropped client cancels its pending requests
-            self._admin_client = AdminClient({"bootstrap.servers": self.settings.kafka_bootstrap})
+            self._admin_client = AdminClient({"bootstrap.servers": self.kafka_bootstrap})
         return self._admin_client
 
     def block_dead_letters(self) -> None:
@@ -946,7 +952,7 @@ class FaultRun:
                     violations.append(f"applied {n} times: event {eid} (aggregate {agg})")
                 if eid not in committed_ids:
                     violations.append(f"applied but never committed: event {eid} (aggregate {agg})")
-        located = read_topic(self.settings.kafka_bootstrap, self.topic)
+        located = read_topic(self.kafka_bootstrap, self.topic)
         records = [eid for _p, _o, eid in located]
         per_id = Counter(r for r in records)
         in_topic = set(per_id)
@@ -1007,7 +1013,7 @@ class FaultRun:
         reference_only: set[str] = set()
 
         def all_found() -> bool:
-            dead = read_records(self.settings.kafka_bootstrap, self.topic + ".dlq", timeout=60)
+            dead = read_records(self.kafka_bootstrap, self.topic + ".dlq", timeout=60)
             for _p, _o, h in dead:
                 origin = (int(h.get("postbox.origin.partition", -1)), int(h.get("postbox.origin.offset", -1)))
                 ids = {i for i in not_applied if h.get("id") == i or where.get(i) == origin}

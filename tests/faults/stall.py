@@ -117,13 +117,13 @@ def _applied_ids(run: "FaultRun") -> set[str]:
 def _located(run: "FaultRun") -> dict[str, tuple[int, int]]:
     from tests.faults.harness import read_topic
 
-    return {eid: (p, o) for p, o, eid in read_topic(run.settings.kafka_bootstrap, run.topic, timeout=30)}
+    return {eid: (p, o) for p, o, eid in read_topic(run.kafka_bootstrap, run.topic, timeout=30)}
 
 
 def _offsets(run: "FaultRun") -> dict[int, tuple[int, int]]:
     """Per partition: the group's committed offset (-1001: none) and the topic's end."""
     ends = run.topic_ends()
-    reader = Consumer({"bootstrap.servers": run.settings.kafka_bootstrap, "group.id": run.group, "enable.auto.commit": False})
+    reader = Consumer({"bootstrap.servers": run.kafka_bootstrap, "group.id": run.group, "enable.auto.commit": False})
     try:
         done = reader.committed([TopicPartition(run.topic, p) for p in ends], timeout=10)
         return {tp.partition: (tp.offset, ends[tp.partition]) for tp in done}

@@ -23,9 +23,9 @@ from postbox.consumer import App, ConsumerConfig, ConsumerRuntime
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int = 3) -> None:
+def create_topic(bootstrap: str, topic: str, partitions: int = 3, replication_factor: int = 1) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[topic].result(timeout=30)
+    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor)])[topic].result(timeout=30)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         meta = admin.list_topics(topic=topic, timeout=10).topics.get(topic)

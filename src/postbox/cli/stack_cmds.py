@@ -22,10 +22,22 @@ def register(app: typer.Typer) -> None:
     app.command("env", help="Print `export` lines for the settings that point at the local stack.")(env)
 
 
-def _stack(locate_tools: bool = True):
+def _stack(locate_tools: bool = True, kafka_nodes: Optional[int] = None, connect_workers: Optional[int] = None):
+    """The local stack, in the topology `up` last recorded unless counts are given."""
+    from postbox.stack.layout import StackLayout
     from postbox.stack.stack import LocalStack
+    from postbox.stack.topology import choose
 
-    return LocalStack(locate_tools=locate_tools)
+    layout = StackLayout.default()
+    return LocalStack(layout, locate_tools=locate_tools, topology=choose(layout.run, kafka_nodes, connect_workers))
+
+
+def _process_rows(status: dict) -> list[tuple[str, dict]]:
+    """(name, status line) of each process: every Kafka node and Connect worker of a larger topology."""
+    rows = [("postgres", status["postgres"]), ("redis", status["redis"])]
+    for kind, members in (("kafka", status["kafka_nodes"]), ("connect", status["connect_workers"])):
+        rows += [(kind, status[kind])] if len(members) == 1 else [(m["name"], m) for m in members]
+    return rows
 
 
 def _progress(message: str) -> None:
@@ -35,8 +47,16 @@ def _progress(message: str) -> None:
 def up(
     timeout: float = typer.Option(180.0, help="Seconds to wait for each component to become ready."),
     json_output: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    kafka_nodes: Optional[int] = typer.Option(
+        None, "--kafka-nodes", metavar="N",
+        help="Kafka nodes (each broker + KRaft controller; 3: replication factor 3, min.insync.replicas 2). "
+             "Default: what the last `up` here used, else 1. Remembered for status and down."),
+    connect_workers: Optional[int] = typer.Option(
+        None, "--connect-workers", metavar="M",
+        help="Kafka Connect distributed workers (2: the connector's task moves when its worker dies). "
+             "Default: what the last `up` here used, else 1."),
 ) -> None:
-    stack = _stack()
+    stack = _stack(kafka_nodes=kafka_nodes, connect_workers=connect_workers)
     report = stack.up(_progress, wait_timeout=timeout)
     status = stack.status()
     if json_output:
@@ -51,8 +71,8 @@ def up(
     table = Table(title="postbox local stack", box=None, pad_edge=False)
     for column in ("component", "this run", "listens on / state"):
         table.add_column(column, no_wrap=True)
-    for name in ("postgres", "redis", "kafka", "connect"):
-        table.add_row(name, outcomes.get(name, ""), status[name]["address"])
+    for name, line in _process_rows(status):
+        table.add_row(name, outcomes.get(name, ""), line["address"])
     connector = status["connector"]
     table.add_row(
         f"connector {connector['name']}",
@@ -61,8 +81,8 @@ def up(
     )
     console.print(table)
     console.print("logs:", highlight=False)
-    for name in ("postgres", "redis", "kafka", "connect"):
-        console.print(f"  {name:<9} {status[name]['log']}", highlight=False, soft_wrap=True)
+    for name, line in _process_rows(status):
+        console.print(f"  {name:<9} {line['log']}", highlight=False, soft_wrap=True)
     if report.changed:
         console.print(f"[green]stack is up[/] in {report.seconds:.1f} s")
     else:
@@ -93,18 +113,24 @@ def status(
     table = Table(title=f"postbox local stack ({data['state_dir']})", box=None, pad_edge=False)
     for column in ("component", "state", "address", "pid"):
         table.add_column(column, no_wrap=True)
-    for name in ("postgres", "redis", "kafka", "connect"):
-        part = data[name]
+    for name, part in _process_rows(data):
         color = "green" if part["state"] == "running" else "red"
         table.add_row(name, f"[{color}]{part['state']}[/]", part["address"], str(part["pid"] or ""))
     console.print(table)
+    topology = data["topology"]
+    if topology["kafka_nodes"] > 1 or topology["connect_workers"] > 1:
+        console.print(f"topology: {topology['kafka_nodes']} Kafka nodes, {topology['connect_workers']} Connect workers, "
+                      f"replication factor {topology['replication_factor']}, min.insync.replicas {topology['min_insync_replicas']}",
+                      highlight=False)
     connector, task, slot = data["connector"], data["task"], data["slot"]
+    where = [t["worker"] for t in task.get("tasks", []) if t.get("worker")] if len(data["connect_workers"]) > 1 else []
     console.print(f"connector {connector['name']}: {connector['state']}; task: {task['state']}"
+                  + (f" on worker {where[0]}" if where else "")
                   + (f" ({task['error']})" if task.get("error") else ""))
     console.print(f"replication slot {slot.get('name', '')}: {describe_slot(slot)}", highlight=False)
     console.print("logs:", highlight=False)
-    for name in ("postgres", "redis", "kafka", "connect"):
-        console.print(f"  {name:<9} {data[name]['log']}", highlight=False, soft_wrap=True)
+    for name, part in _process_rows(data):
+        console.print(f"  {name:<9} {part['log']}", highlight=False, soft_wrap=True)
     raise typer.Exit(0 if healthy else 1)
 
 

@@ -19,14 +19,21 @@ from postbox.stack.templates import render, write_if_changed
 
 
 class LocalConnect:
+    """One worker; ``worker`` numbers it among several (None: the plain stack's only worker)."""
+
     name = "connect"
 
-    def __init__(self, layout: StackLayout, java: Path | None, port: int, kafka_port: int) -> None:
+    def __init__(self, layout: StackLayout, java: Path | None, port: int, kafka_port: int,
+                 *, bootstrap: str | None = None, worker: int | None = None, replication_factor: int = 1) -> None:
         self.layout = layout
         self.java = java
         self.port = port
         self.kafka_port = kafka_port
-        self.process = ManagedProcess("connect", layout.pidfile("connect"), layout.log("connect"), marker=str(self.config_path))
+        self.bootstrap = bootstrap or f"127.0.0.1:{kafka_port}"
+        self.worker = worker
+        self.replication_factor = replication_factor
+        self.name = "connect" if worker is None else f"connect-{worker}"
+        self.process = ManagedProcess(self.name, layout.pidfile(self.name), layout.log(self.name), marker=str(self.config_path))
 
     @property
     def address(self) -> str:
@@ -38,11 +45,11 @@ class LocalConnect:
 
     @property
     def log_path(self) -> Path:
-        return self.layout.log("connect")
+        return self.layout.log(self.name)
 
     @property
     def config_path(self) -> Path:
-        return self.layout.run / "connect.properties"
+        return self.layout.run / f"{self.name}.properties"
 
     def running(self) -> bool:
         return self.process.running()
@@ -53,7 +60,8 @@ class LocalConnect:
     def init(self) -> bool:
         conf = render(
             "connect.properties",
-            {"kafka_port": self.kafka_port, "connect_port": self.port, "plugin_path": self.layout.plugins},
+            {"bootstrap": self.bootstrap, "connect_port": self.port, "plugin_path": self.layout.plugins,
+             "replication_factor": self.replication_factor},
         )
         return write_if_changed(self.config_path, conf)
 
@@ -62,12 +70,13 @@ class LocalConnect:
             return "already running"
         if port_open("127.0.0.1", self.port):
             raise StackError(
-                f"port {self.port} (Kafka Connect REST) is taken by {port_owner(self.port) or 'another process'}",
+                f"port {self.port} (Kafka Connect REST of {self.name}) is taken by {port_owner(self.port) or 'another process'}",
                 fix="stop it or set POSTBOX_CONNECT_PORT to a free port",
             )
         assert self.java is not None
+        heap = "768m" if self.worker is None else "512m"  # several workers share the machine
         argv = java_command(
-            self.java, "POSTBOX_CONNECT_HEAP", "768m", f"{self.layout.kafka_lib}/*",
+            self.java, "POSTBOX_CONNECT_HEAP", heap, f"{self.layout.kafka_lib}/*",
             "org.apache.kafka.connect.cli.ConnectDistributed", str(self.config_path),
         )
         env = {**os.environ, **cdc_env}
@@ -79,7 +88,7 @@ class LocalConnect:
         import httpx
 
         if not self.process.running():
-            raise StackError(f"the Kafka Connect worker exited during start (log: {self.log_path})")
+            raise StackError(f"the Kafka Connect worker {self.name} exited during start (log: {self.log_path})")
         try:
             response = httpx.get(f"{self.url}/connectors", timeout=2)
         except httpx.HTTPError:
@@ -88,7 +97,7 @@ class LocalConnect:
 
     def wait_ready(self, timeout: float, on_wait=None) -> None:
         if not wait_until(self.ready, timeout, interval=0.5, on_wait=on_wait):
-            raise StackError(f"Kafka Connect's REST API did not come up within {timeout:.0f} s (log: {self.log_path})")
+            raise StackError(f"Kafka Connect's REST API ({self.name}) did not come up within {timeout:.0f} s (log: {self.log_path})")
 
     def stop(self) -> bool:
         return self.process.stop(timeout=60)

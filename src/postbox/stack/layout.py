@@ -97,6 +97,11 @@ class StackLayout:
     def kafka_data(self) -> Path:
         return self.root / "kafka" / "data"
 
+    def kafka_node_data(self, nodes: int, node: int) -> Path:
+        """Node ``node`` of a cluster of ``nodes``: each cluster size its own data (a 1-node
+        stack's storage, formatted as a standalone quorum, never joins a 3-node one)."""
+        return self.root / "kafka" / f"cluster-{nodes}" / f"node-{node}"
+
     @property
     def connect_dir(self) -> Path:
         return self.root / "connect"

@@ -1,4 +1,10 @@
-"""The local stack's ports: the usual ones by default, each overridable by an environment variable."""
+"""The local stack's ports: the usual ones by default, each overridable by an environment variable.
+
+A stack of several Kafka nodes or Connect workers derives their ports from the configured ones
+(node ``i`` listens two above node ``i-1``, broker and controller alike; worker ``j`` one above
+worker ``j-1``), so one setting moves a whole cluster and the extra ports never fall on the
+other defaults (9094-9101 and 8084-8085 for the largest topology).
+"""
 
 from __future__ import annotations
 
@@ -35,3 +41,32 @@ class StackPorts:
             controller=_port("POSTBOX_KAFKA_CONTROLLER_PORT", _defaults.LOCAL_KAFKA_PORT + 1),
             connect=_port("POSTBOX_CONNECT_PORT", _defaults.LOCAL_CONNECT_PORT),
         )
+
+    def kafka_node(self, node: int) -> tuple[int, int]:
+        """(broker port, controller port) of Kafka node ``node`` (1-based); node 1 has the configured ones."""
+        step = NODE_PORT_STEP * (node - 1)
+        return self.kafka + step, self.controller + step
+
+    def connect_worker(self, worker: int) -> int:
+        """REST port of Connect worker ``worker`` (1-based); worker 1 has the configured one."""
+        return self.connect + worker - 1
+
+    def check(self, kafka_nodes: int, connect_workers: int) -> None:
+        """Every port of the topology distinct and valid, else a ConfigError naming the two that collide."""
+        named: dict[int, str] = {self.postgres: "PostgreSQL", self.redis: "Redis"}
+        wanted = [(f"Kafka node {n} broker", self.kafka_node(n)[0]) for n in range(1, kafka_nodes + 1)]
+        wanted += [(f"Kafka node {n} controller", self.kafka_node(n)[1]) for n in range(1, kafka_nodes + 1)]
+        wanted += [(f"Connect worker {w}", self.connect_worker(w)) for w in range(1, connect_workers + 1)]
+        for what, port in wanted:
+            if not 0 < port < 65536:
+                raise ConfigError(f"{what} would listen on port {port}, which is not a TCP port",
+                                  fix="set POSTBOX_KAFKA_PORT / POSTBOX_KAFKA_CONTROLLER_PORT / POSTBOX_CONNECT_PORT lower")
+            if port in named:
+                raise ConfigError(f"{what} and {named[port]} would both listen on port {port}",
+                                  fix="move one with POSTBOX_KAFKA_PORT / POSTBOX_KAFKA_CONTROLLER_PORT / POSTBOX_CONNECT_PORT "
+                                      f"(node i listens {NODE_PORT_STEP}(i-1) above node 1, worker j j-1 above worker 1)")
+            named[port] = what
+
+
+#: Kafka node ``i``'s ports are this much above node ``i-1``'s (the default controller port is the broker's + 1).
+NODE_PORT_STEP = 2

@@ -26,13 +26,13 @@ from postbox.pipelines import DEFAULT, Pipeline
 from postbox.resources import CONNECTOR_TEMPLATE
 from postbox.slot import slot_status
 from postbox.stack import jars, prereqs
-from postbox.stack.connect import LocalConnect
-from postbox.stack.kafka import LocalKafka
 from postbox.stack.layout import StackLayout
+from postbox.stack.nodes import bootstrap, connect_workers, group_status, init_all, kafka_nodes, process_status
 from postbox.stack.ports import StackPorts
 from postbox.stack.postgres import DATABASE, LocalPostgres
 from postbox.stack.redis_server import LocalRedis
 from postbox.stack.secrets import ensure_secrets, read_secrets
+from postbox.stack.topology import Topology
 
 
 #: Where `up` and `down` report what they are doing, one line at a time.
@@ -57,17 +57,31 @@ class UpReport:
 
 
 class LocalStack:
-    """The five parts of the local stack and the connector, under one state folder."""
+    """The parts of the local stack and the connector, under one state folder.
 
-    def __init__(self, layout: StackLayout | None = None, ports: StackPorts | None = None, locate_tools: bool = True) -> None:
+    ``topology``: how many Kafka nodes and Connect workers; default, the one `up` last recorded
+    in the state folder (one and one when none was). ``kafka`` and ``connect`` are the first node
+    and worker (the only ones of the plain stack)."""
+
+    def __init__(self, layout: StackLayout | None = None, ports: StackPorts | None = None, locate_tools: bool = True,
+                 topology: Topology | None = None) -> None:
         self.layout = layout or StackLayout.default()
         self.ports = ports or StackPorts.from_env()
+        self.topology = topology or Topology.load(self.layout.run)
+        self.ports.check(self.topology.kafka_nodes, self.topology.connect_workers)
         self.tools = prereqs.toolchain() if locate_tools else None
         tools = self.tools
+        java = tools.java if tools else None
         self.postgres = LocalPostgres(self.layout, tools.pg_bin if tools else _optional(prereqs.find_pg_bin), self.ports.postgres)
         self.redis = LocalRedis(self.layout, tools.redis_server if tools else None, self.ports.redis)
-        self.kafka = LocalKafka(self.layout, tools.java if tools else None, self.ports.kafka, self.ports.controller)
-        self.connect = LocalConnect(self.layout, tools.java if tools else None, self.ports.connect, self.ports.kafka)
+        self.kafka_nodes = kafka_nodes(self.layout, java, self.ports, self.topology)
+        self.connect_workers = connect_workers(self.layout, java, self.ports, self.topology, self.kafka_nodes)
+        self.kafka = self.kafka_nodes[0]
+        self.connect = self.connect_workers[0]
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        return bootstrap(self.kafka_nodes)
 
     # -- settings that point at this stack ---------------------------------------------------------
     def secrets(self) -> dict[str, str]:
@@ -86,7 +100,7 @@ class LocalStack:
             "POSTBOX_DATABASE_URL": self.app_database_url(),
             # `postbox db retention` / `db status` / `db republish` (the cron line) and `trace`.
             "POSTBOX_MAINT_DATABASE_URL": self.maint_database_url(),
-            "POSTBOX_KAFKA_BOOTSTRAP": self.kafka.address,
+            "POSTBOX_KAFKA_BOOTSTRAP": self.kafka_bootstrap,
             "POSTBOX_REDIS_URL": self.redis.consumer_url(),
             "POSTBOX_CONNECT_URL": self.connect.url,
             # The consumer's ACL user may not read CONFIG: a consumer run outside this checkout
@@ -112,7 +126,39 @@ class LocalStack:
         """Bring everything up; concurrent callers (two terminals, parallel test runs) take turns."""
         self.layout.ensure()
         with _exclusive(self.layout.run / "up.lock", progress):
+            self._check_topology_change()
+            self.topology.save(self.layout.run)
             return self._up(progress, wait_timeout)
+
+    def _check_topology_change(self) -> None:
+        """Refuse to start a topology beside the processes of another one still running here."""
+        recorded = Topology.load(self.layout.run)
+        if recorded == self.topology:
+            return
+        old = LocalStack(self.layout, self.ports, locate_tools=False, topology=recorded)
+        running = [p.name for p in (*old.kafka_nodes, *old.connect_workers) if p.running()]
+        if running:
+            raise StackError(
+                f"the stack in {self.layout.root} runs {recorded.describe()} ({', '.join(running)} up); "
+                f"asked for {self.topology.kafka_nodes} Kafka node(s) and {self.topology.connect_workers} Connect worker(s)",
+                fix="stop it first with `postbox down` (its data is kept), then `postbox up` with the new counts",
+            )
+
+    def _start_kafka(self, report: UpReport, progress: Say) -> None:
+        for node in self.kafka_nodes:
+            outcome = node.start()
+            report.steps.append(Step(node.name, outcome, outcome == "started"))
+        if len(self.kafka_nodes) > 1:
+            progress(f"kafka: {self.topology.describe()}")
+
+    def _start_connect(self, report: UpReport, progress: Say, wait_timeout: float) -> None:
+        for node in self.kafka_nodes:
+            node.wait_ready(wait_timeout, on_wait=_ticker(progress, f"{node.name}: waiting for the broker"))
+        for worker in self.connect_workers:
+            outcome = worker.start(self.cdc_env())
+            report.steps.append(Step(worker.name, outcome, outcome == "started"))
+        for worker in self.connect_workers:
+            worker.wait_ready(wait_timeout, on_wait=_ticker(progress, f"{worker.name}: waiting for the REST API"))
 
     def _up(self, progress: Say, wait_timeout: float) -> UpReport:
         report = UpReport()
@@ -128,21 +174,12 @@ class LocalStack:
             report.steps.append(Step(f"jars/{jar_set.name}", "resolved" if resolved else "up to date", resolved))
 
         # Configuration first (cheap, and Kafka's storage format needs it), then the servers.
-        pg_init = self.postgres.init()
-        redis_init = self.redis.init()
-        kafka_init = self.kafka.init()
-        connect_init = self.connect.init()
-        restart_needed = [
-            name for name, changed, component in (
-                ("postgres", pg_init, self.postgres), ("redis", redis_init, self.redis),
-                ("kafka", kafka_init, self.kafka), ("connect", connect_init, self.connect),
-            ) if changed and component.running()
-        ]
+        components: list[Any] = [self.postgres, self.redis, *self.kafka_nodes, *self.connect_workers]
+        restart_needed = [component.name for component in init_all(components) if component.running()]
         if restart_needed:
             progress(f"configuration changed for {', '.join(restart_needed)}: restart with `postbox down && postbox up` to apply")
 
-        kafka_outcome = self.kafka.start()
-        report.steps.append(Step("kafka", kafka_outcome, kafka_outcome == "started"))
+        self._start_kafka(report, progress)
         progress(f"postgres: {'starting' if not self.postgres.running() else 'running'}…")
         pg_outcome = self.postgres.start()
         report.steps.append(Step("postgres", pg_outcome, pg_outcome == "started"))
@@ -154,10 +191,7 @@ class LocalStack:
         changes = [line for line in changes if not line.startswith("nothing to change")]
         report.steps.append(Step("database", "; ".join(changes) if (created or changes) else "up to date", bool(created or changes)))
 
-        self.kafka.wait_ready(wait_timeout, on_wait=_ticker(progress, "kafka: waiting for the broker"))
-        connect_outcome = self.connect.start(self.cdc_env())
-        report.steps.append(Step("connect", connect_outcome, connect_outcome == "started"))
-        self.connect.wait_ready(wait_timeout, on_wait=_ticker(progress, "connect: waiting for the REST API"))
+        self._start_connect(report, progress, wait_timeout)
 
         connector = connector_with_topics(render_connector(ConnectorFile.load(CONNECTOR_TEMPLATE), DEFAULT), TopicsConfig.load())
         # A Connect worker that just started answers its first connector PUT only once it has
@@ -190,33 +224,26 @@ class LocalStack:
     def down(self, progress: Say) -> list[Step]:
         """Stop in reverse dependency order, so Connect flushes its offsets to a live broker."""
         steps = []
-        for component, stop in (
-            ("connect", self.connect.stop),
-            ("kafka", self.kafka.stop),
-            ("redis", self.redis.stop),
-            ("postgres", self.postgres.stop),
-        ):
-            progress(f"{component}: stopping…")
-            stopped = stop()
-            steps.append(Step(component, "stopped" if stopped else "was not running", stopped))
+        components: list[Any] = [*self.connect_workers, *self.kafka_nodes, self.redis, self.postgres]
+        for component in components:
+            progress(f"{component.name}: stopping…")
+            stopped = component.stop()
+            steps.append(Step(component.name, "stopped" if stopped else "was not running", stopped))
         return steps
 
     # -- status -----------------------------------------------------------------------------------------
     def status(self, pipeline: Pipeline = DEFAULT) -> dict[str, Any]:
         """Each component's state, and ``pipeline``'s connector, first task and replication slot."""
         components: dict[str, Any] = {}
-        for component in (self.postgres, self.redis, self.kafka, self.connect):
-            running = component.running()
-            components[component.name] = {
-                "state": "running" if running else "stopped",
-                "address": component.address,
-                "pid": component.pid() if running else None,
-                "log": str(component.log_path),
-            }
+        for component in (self.postgres, self.redis):
+            components[component.name] = {k: v for k, v in process_status(component).items() if k != "name"}
+        components["kafka"] = group_status(self.kafka_nodes, self.kafka_bootstrap)
+        components["connect"] = group_status(self.connect_workers, self.connect.address)
         connector: dict[str, Any] = {"name": pipeline.connector, "state": "unknown"}
         task: dict[str, Any] = {"state": "unknown"}
-        if components["connect"]["state"] == "running":
-            connector, task = _connector_and_task(connector_status(self.connect.url, pipeline.connector, timeout=3))
+        answering = next((w for w in self.connect_workers if w.running()), None)  # any worker's REST API reports the group's
+        if answering is not None:
+            connector, task = _connector_and_task(connector_status(answering.url, pipeline.connector, timeout=3))
         running = components["postgres"]["state"] == "running"
         slot = slot_status(self.app_database_url(), pipeline.slot) if running else {"state": "unknown"}
         return {
@@ -225,6 +252,11 @@ class LocalStack:
             "redis": components["redis"],
             "kafka": components["kafka"],
             "connect": components["connect"],
+            "topology": {"kafka_nodes": self.topology.kafka_nodes, "connect_workers": self.topology.connect_workers,
+                         "replication_factor": self.topology.replication_factor,
+                         "min_insync_replicas": self.topology.min_insync_replicas},
+            "kafka_nodes": [process_status(node) for node in self.kafka_nodes],
+            "connect_workers": [process_status(worker) for worker in self.connect_workers],
             "connector": connector,
             "task": task,
             "slot": slot,
