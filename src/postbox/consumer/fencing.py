@@ -13,9 +13,13 @@ Two causes look the same from the fenced member's side:
 
 So the first fence within :data:`WINDOW_S` is answered with a rejoin (a new client, same instance
 id, resuming from the committed offsets: whatever the old client had applied but not committed
-comes back as duplicates the markers absorb), and a second fence within the window stops the
-member with the configuration error naming the instance id. With a real duplicate one of the two
-processes stops after at most two extra rebalances and the other keeps the partitions.
+comes back as duplicates the markers absorb), and a second fence within the window by the *same*
+group coordinator stops the member with the configuration error naming the instance id. A second
+fence by another coordinator is explained by the move (on a cluster of several brokers a leader
+kill and a coordinator kill minutes apart, or the coordinator moving back to a restarted broker,
+fence a member twice), so it rejoins too, up to :data:`MAX_REJOINS` within the window. With a
+real duplicate one of the two processes stops after a few extra rebalances and the other keeps the
+partitions.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from confluent_kafka import KafkaError
 
 #: A second fence within this many seconds of the rejoin means another process uses the name.
 WINDOW_S = 300.0
+#: Rejoins within the window after which any fence stops the member, coordinator moves or not.
+MAX_REJOINS = 3
 
 
 class FenceAction(enum.Enum):
@@ -39,13 +45,19 @@ class FencePolicy:
     """Decides, per fence, whether to rejoin or stop (see the module docs). Pure: ``now`` is given."""
 
     window_s: float = WINDOW_S
-    _rejoined_at: list[float] = field(default_factory=list)
+    max_rejoins: int = MAX_REJOINS
+    _rejoins: list[tuple[float, int | None]] = field(default_factory=list)
 
-    def on_fence(self, now: float) -> FenceAction:
-        """The action for a fence seen at monotonic time ``now``."""
-        if any(now - at < self.window_s for at in self._rejoined_at):
-            return FenceAction.STOP
-        self._rejoined_at = [now]
+    def on_fence(self, now: float, coordinator: int | None = None) -> FenceAction:
+        """The action for a fence seen at monotonic time ``now``; ``coordinator``: the broker id of
+        the group's coordinator then (None: unknown, taken for the same one as before)."""
+        recent = [(at, seen) for at, seen in self._rejoins if now - at < self.window_s]
+        if recent:
+            last = recent[-1][1]
+            moved = coordinator is not None and last is not None and coordinator != last
+            if not moved or len(recent) >= self.max_rejoins:
+                return FenceAction.STOP
+        self._rejoins = [*recent, (now, coordinator)]
         return FenceAction.REJOIN
 
 

@@ -27,6 +27,7 @@ Re-applying is safe: events whose effects already landed come back as duplicates
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import os
 import signal
@@ -69,6 +70,8 @@ log = logging.getLogger("postbox.consumer")
 
 #: Longest wait for the revoke of an orderly stop before closing (static members, see _leave_group).
 LEAVE_WAIT_S = 10.0
+#: How long a fenced member asks Kafka which broker coordinates its group (see :mod:`postbox.consumer.fencing`).
+COORDINATOR_LOOKUP_S = 5.0
 
 #: Held records (Redis Cluster node down) a partition may carry, in batches: past it, it pauses.
 HELD_PER_BATCH = 4
@@ -252,7 +255,7 @@ class ConsumerRuntime:
         """The broker fenced this static member: rejoin once, stop if it happens again soon."""
         if self._rejoin is not None or self._config_failure is not None:
             return  # the same fence reported again (librdkafka's error and its fatal error)
-        if self._fences.on_fence(time.monotonic()) is FenceAction.REJOIN:
+        if self._fences.on_fence(time.monotonic(), self._group_coordinator()) is FenceAction.REJOIN:
             self._rejoin = detail
             return
         self._config_failure = instance_fenced(self.config.instance_id, detail)
@@ -273,6 +276,16 @@ class ConsumerRuntime:
         self.http = health.HealthServer(cfg.metrics_host, cfg.metrics_port, self.metrics.registry, live, ready).start()
         base = f"http://{cfg.metrics_host}:{cfg.metrics_port}"
         log_event(log, logging.INFO, "metrics and health endpoints up", metrics=f"{base}/metrics", healthz=f"{base}/healthz", readyz=f"{base}/readyz")
+
+    def _group_coordinator(self) -> int | None:
+        """The broker id of the group's coordinator now (None when Kafka does not say within a few
+        seconds): a fence by another coordinator than the last one is explained by its move."""
+        try:
+            futures = self._open_probe_admin().describe_consumer_groups([self.config.group], request_timeout=COORDINATOR_LOOKUP_S)
+            return int(futures[self.config.group].result(timeout=COORDINATOR_LOOKUP_S + 1).coordinator.id)
+        except (KafkaException, RuntimeError, ValueError, AttributeError, concurrent.futures.TimeoutError) as exc:
+            log.warning("cannot tell which broker coordinates group %s: %s", self.config.group, exc)
+            return None
 
     def _open_probe_admin(self) -> AdminClient:
         """The readiness probe's Kafka client (its errors are the probe's answer, not log lines)."""
