@@ -55,6 +55,9 @@ class Copy:
     offset: int
     timestamp_ms: int
     created_at: datetime
+    #: The record's key and ``aggregate_type`` header: the marker's routing tag ``<type>:<key>``.
+    key: str | None = None
+    aggregate_type: str | None = None
 
     @property
     def place(self) -> str:
