@@ -21,7 +21,7 @@ import psycopg
 import pytest
 
 from postbox.db import init_database
-from postbox.outbox import Outbox
+from postbox.outbox import uuid7
 from postbox.pipelines import Pipeline
 from postbox.settings import Settings
 from tests.integration.incident_support import Consumer, cli_json, insert, run_cli, wait_for
@@ -96,12 +96,14 @@ def test_rows_of_a_pipeline_without_a_connector_are_missing_in_kafka(
     settings: Settings, admin_database_url: str, admin_conn, unique: str,
 ) -> None:
     pipeline = Pipeline(f"r{unique}")
-    init_database(admin_database_url, pipeline=pipeline)
+    init_database(admin_database_url, app_password=None, cdc_password=None, pipeline=pipeline)
     try:
         since = _iso(datetime.now(timezone.utc) - timedelta(seconds=2))
-        outbox = Outbox(pipeline=pipeline)
+        ids = [str(uuid7()) for _ in range(3)]
         with psycopg.connect(admin_database_url) as conn, conn.transaction():
-            ids = [str(outbox.emit(conn, f"recm{unique}", "a1", "Counted", {"seq": n}).id) for n in range(3)]
+            for n, eid in enumerate(ids):
+                conn.execute(f"INSERT INTO {pipeline.table} (id, aggregate_type, aggregate_id, event_type, payload) VALUES (%s, %s, 'a1', 'Counted', %s)",
+                             (eid, f"recm{unique}", json.dumps({"seq": n}).encode()))
         report = cli_json("reconcile", "--since", since, "--pipeline", pipeline.name, "--aggregate-type", f"recm{unique}",
                           "--database-url", admin_database_url, expect=1)  # fmt: skip
         assert report["outbox"]["rows"] == 3 and report["kafka"]["missing"] == 3 and report["missing"] == 3
