@@ -108,7 +108,7 @@ COMMAND_MODULES: dict[str, str] = {
     "schemas": "schemas_cmds", "db": "db_cmds", "consume": "consume_cmds", "topics": "topics_cmds",
     "tail": "tail_cmds", "trace": "trace_cmds", "lag": "lag_cmds", "exporter": "exporter_cmds",
     "dlq": "dlq_cmds", "replay": "replay_cmds", "connector": "connector_cmds", "doctor": "doctor_cmds",
-    "audit": "audit_cmds", "demo": "demo_cmds", "acl": "acl_cmds",
+    "audit": "audit_cmds", "demo": "demo_cmds", "acl": "acl_cmds", "reconcile": "reconcile_cmds",
 }  # fmt: skip
 
 _attached: set[ModuleType] = set()
@@ -124,10 +124,10 @@ def _command_modules(args: list[str]) -> tuple[ModuleType, ...]:
         return (importlib.import_module(f"postbox.cli.{own}"),)
     from postbox.cli import (
         acl_cmds, audit_cmds, connector_cmds, consume_cmds, db_cmds, demo_cmds, dlq_cmds, doctor_cmds, exporter_cmds,
-        lag_cmds, replay_cmds, schemas_cmds, stack_cmds, tail_cmds, topics_cmds, trace_cmds,
+        lag_cmds, reconcile_cmds, replay_cmds, schemas_cmds, stack_cmds, tail_cmds, topics_cmds, trace_cmds,
     )  # fmt: skip
 
-    return (stack_cmds, schemas_cmds, db_cmds, consume_cmds, topics_cmds, tail_cmds, trace_cmds, lag_cmds,
+    return (stack_cmds, schemas_cmds, db_cmds, consume_cmds, topics_cmds, tail_cmds, trace_cmds, reconcile_cmds, lag_cmds,
             exporter_cmds, dlq_cmds, replay_cmds, connector_cmds, doctor_cmds, audit_cmds, acl_cmds, demo_cmds)  # fmt: skip
 
 

@@ -1,0 +1,115 @@
+"""`postbox reconcile` against the real stack: each gap made for real, then seen in the report.
+
+One journey on one aggregate type and one group of its own (a consumer is slow to start):
+an event applied, one dead-lettered (WRONGTYPE), one re-sent by another client (same id twice
+in Kafka: applied once); then, with the consumer stopped, one event the group's offsets are moved
+past (missing in Redis); then that event's and the first event's markers deleted, read with a
+marker TTL that no longer covers them (unknown: marker gone, never applied). And events written
+to an outbox whose pipeline has no connector (never published: missing in Kafka).
+
+Not disruptive: its own aggregate types, topics, group, pipeline schema; the shared connector is
+never touched.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from postbox.db import init_database
+from postbox.outbox import uuid7
+from postbox.pipelines import Pipeline
+from postbox.settings import Settings
+from tests.integration.incident_support import Consumer, cli_json, insert, run_cli, wait_for
+from tests.support.consumers import commit_offset, committed
+from tests.support.independent import produce_independently
+from tests.support.kafka import read_until
+
+pytestmark = pytest.mark.integration
+
+
+def _iso(when: datetime) -> str:
+    return when.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def test_reconcile_finds_each_gap_hop_by_hop(settings: Settings, pg_conn, redis_client, unique: str, tmp_path: Path) -> None:
+    agg, group = f"rec{unique}", f"recg{unique}"
+    topic = f"outbox.event.{agg}"
+    since = _iso(datetime.now(timezone.utc) - timedelta(seconds=2))
+    redis_client.set(f"{{{agg}:a2}}:str", "a string, so HSET fails with WRONGTYPE")
+    e1 = insert(pg_conn, agg, "a1", "Counted", {"seq": 1})
+    e2 = insert(pg_conn, agg, "a2", "Clash", {"seq": 2})
+    (first,) = [r for r in read_until(settings.kafka_bootstrap, topic, lambda rs: len(rs) >= 2) if r.event_id == e1]
+    # a re-send: the same record (same id header) once more, by a client postbox does not use
+    produce_independently(settings.kafka_bootstrap, topic, [(first.key, first.value, [(k, v) for k, v in first.headers.items() if v is not None], first.partition)])
+    consumer = Consumer(group, topic, tmp_path / "consumer.log").start()
+    try:
+        def caught_up() -> bool:
+            offsets = committed(settings.kafka_bootstrap, group, topic, 3)
+            return sum(o for o in offsets.values() if o > 0) >= 3
+        wait_for(caught_up, 90, f"group {group} to consume the three records\n{consumer.logs()}")
+        read_until(settings.kafka_bootstrap, f"{topic}.dlq", lambda rs: len(rs) >= 1, timeout=30)
+    finally:
+        consumer.stop()
+    assert redis_client.lrange(f"{{{agg}:a1}}:seq", 0, -1) == [b"1"], "the re-sent copy was applied once"
+
+    # -- the group's offsets moved past a record it never applied --------------------------------
+    e4 = insert(pg_conn, agg, "a4", "Counted", {"seq": 4})
+    (rec4,) = [r for r in read_until(settings.kafka_bootstrap, topic, lambda rs: any(r.event_id == e4 for r in rs)) if r.event_id == e4]
+    commit_offset(settings.kafka_bootstrap, group, topic, rec4.offset + 1, rec4.partition)
+
+    done = run_cli("reconcile", "--since", since, "--aggregate-type", agg, "--group", group, "--json")
+    assert done.returncode == 1, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    assert report["events"] == 3 and report["outbox"]["rows"] == 3
+    assert report["kafka"] == {"events": 3, "records": 4, "doubled": 1, "missing": 0, "not_in_outbox": 0}
+    (g,) = report["groups"]
+    assert (g["group"], g["applied"], g["dead_lettered"], g["missing"], g["marker_gone"], g["pending"]) == (group, 1, 1, 1, 0, 0), g
+    assert g["doubled_applied_once"] == 1
+    by_kind = {(f["kind"], f["event_id"]): f for f in report["findings"]}
+    assert by_kind[("doubled", e1)]["last_seen"].count(f"{topic}[{first.partition}]@") == 2
+    missing = by_kind[("missing", e4)]
+    assert missing["hop"] == group and missing["last_seen"].startswith(f"{topic}[{rec4.partition}]@{rec4.offset}")
+    assert missing["fix"].startswith(f"postbox replay --group {group} --topic {topic} --to ")
+    assert by_kind[("dead-lettered", e2)]["fix"].startswith(f"postbox dlq replay --topic {topic} --event-id {e2}")
+    assert report["audit"]["command"] == "reconcile" and report["audit"]["outcome"] == "missing 1"
+
+    # piped: TSV, whole ids, the fixes on their lines
+    piped = run_cli("reconcile", "--since", since, "--aggregate-type", agg, "--group", group)
+    assert piped.returncode == 1 and f"{e4}\tmissing\t{group}\t" in piped.stdout, piped.stdout[-2000:]
+
+    # -- markers gone: deleted, and a TTL that cannot prove the events any more ---------------------
+    for key in redis_client.scan_iter(match=f"postbox:*:seen:{group}:*"):
+        if key.decode().endswith(e1):
+            redis_client.delete(key)
+    gone = cli_json("reconcile", "--since", since, "--aggregate-type", agg, "--group", group, "--marker-ttl", "1s", expect=0)
+    (g,) = gone["groups"]
+    assert (g["applied"], g["marker_gone"], g["missing"], g["dead_lettered"]) == (0, 2, 0, 1), g
+    assert {f["event_id"] for f in gone["findings"] if f["kind"] == "unknown: marker gone"} == {e1, e4}
+
+
+def test_rows_of_a_pipeline_without_a_connector_are_missing_in_kafka(
+    settings: Settings, admin_database_url: str, admin_conn, unique: str,
+) -> None:
+    pipeline = Pipeline(f"r{unique}")
+    init_database(admin_database_url, app_password=None, cdc_password=None, pipeline=pipeline)
+    try:
+        since = _iso(datetime.now(timezone.utc) - timedelta(seconds=2))
+        ids = [str(uuid7()) for _ in range(3)]
+        with psycopg.connect(admin_database_url) as conn, conn.transaction():
+            for n, eid in enumerate(ids):
+                conn.execute(f"INSERT INTO {pipeline.table} (id, aggregate_type, aggregate_id, event_type, payload) VALUES (%s, %s, 'a1', 'Counted', %s)",
+                             (eid, f"recm{unique}", json.dumps({"seq": n}).encode()))
+        report = cli_json("reconcile", "--since", since, "--pipeline", pipeline.name, "--aggregate-type", f"recm{unique}",
+                          "--database-url", admin_database_url, expect=1)  # fmt: skip
+        assert report["outbox"]["rows"] == 3 and report["kafka"]["missing"] == 3 and report["missing"] == 3
+        found = [f for f in report["findings"] if f["kind"] == "missing" and f["hop"] == "kafka"]
+        assert [f["event_id"] for f in found] == ids
+        assert found[0]["fix"].startswith("postbox db republish --since ") and found[0]["fix"].endswith(f"--pipeline {pipeline.name}")
+    finally:
+        admin_conn.execute(f"DROP SCHEMA IF EXISTS {pipeline.schema} CASCADE")
+        admin_conn.execute(f"DROP PUBLICATION IF EXISTS {pipeline.publication}")
