@@ -224,9 +224,8 @@ def _age_problems(kafka: Kafka, moves: list[Move], marker_ttl: timedelta, margin
     return problems
 
 
-def _moves(kafka: Kafka, topic: str, target: Target, partition: int | None, committed: dict[tuple[str, int], int]) -> list[Move]:
-    """One topic's moves: each partition's new offset for ``target``, inside [earliest, end]."""
-    parts = kafka.partitions(topic)
+def _reset_partitions(parts: list[int], topic: str, target: Target, partition: int | None) -> list[int]:
+    """The topic's partitions a reset moves: those the offsets file lists, or the one ``--partition`` names."""
     if target.kind == "file":
         listed = {p: o for t, p, o in target.offsets if t == topic}
         unknown = sorted(set(listed) - set(parts))
@@ -237,6 +236,12 @@ def _moves(kafka: Kafka, topic: str, target: Target, partition: int | None, comm
         if partition not in parts:
             raise IncidentError(f"topic {topic} has no partition {partition} (it has {len(parts)})")
         parts = [partition]
+    return parts
+
+
+def _moves(kafka: Kafka, topic: str, target: Target, partition: int | None, committed: dict[tuple[str, int], int]) -> list[Move]:
+    """One topic's moves: each partition's new offset for ``target``, inside [earliest, end]."""
+    parts = _reset_partitions(kafka.partitions(topic), topic, target, partition)
     marks = kafka.watermarks(topic, parts)
     by_time = kafka.offsets_for_time(topic, parts, target.timestamp_ms or 0) if target.kind == "timestamp" else {}
     moves = []
