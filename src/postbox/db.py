@@ -226,8 +226,10 @@ def _diff(before: dict[str, Any], after: dict[str, Any], policy: Retention, name
     if after["slot_stamp"] and not before["slot_stamp"]:
         lines.append("granted EXECUTE on pg_stat_reset_replication_slot(text) to postbox_owner "
                      "(retention stamps the replication slot, to tell it from a replaced one)")
-    for grantee, privilege in sorted(after["grants"] - before["grants"]):
-        lines.append(f"granted {privilege} on {names.table} to {grantee}")
-    for grantee, privilege in sorted(before["grants"] - after["grants"]):
-        lines.append(f"revoked {privilege} on {names.table} from {grantee} (retention {policy.value})")
-    return lines
+    return lines + _grant_changes(before["grants"], after["grants"], policy, names)
+
+
+def _grant_changes(before: set[tuple[str, str]], after: set[tuple[str, str]], policy: Retention, names: Pipeline) -> list[str]:
+    """The table's grants set up, then those taken away (the retention policy says why)."""
+    lines = [f"granted {privilege} on {names.table} to {grantee}" for grantee, privilege in sorted(after - before)]
+    return lines + [f"revoked {privilege} on {names.table} from {grantee} (retention {policy.value})" for grantee, privilege in sorted(before - after)]

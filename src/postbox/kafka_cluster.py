@@ -605,13 +605,7 @@ class Kafka:
                 # range with gaps (transaction markers, compaction) waits out the timeout, as before.
                 batch = consumer.consume(num_messages=max(1, min(1000, total - scanned)), timeout=0.5)
                 if not batch:
-                    now = time.monotonic()
-                    if now > next_check:  # librdkafka says nothing of an assigned topic deleted meanwhile
-                        next_check = now + 1.0
-                        pending -= self._gone(pending)
-                        continue
-                    if now > idle_deadline:
-                        raise self.unavailable("no records arrived while reading")
+                    next_check = self._scan_idle(pending, next_check, idle_deadline)
                     continue
                 idle_deadline = time.monotonic() + self.timeout + 5
                 wanted, finished = self._in_range(batch, todo, pending)
@@ -620,14 +614,22 @@ class Kafka:
                     yield msg
                     if scanned >= max_records:
                         break
-                for where in finished:
-                    if where in pending:
-                        pending.discard(where)
-                        consumer.incremental_unassign([TopicPartition(*where)])
+                _release(consumer, finished, pending)
                 if progress is not None:
                     progress(scanned, total)
         finally:
             consumer.close()
+
+    def _scan_idle(self, pending: set[tuple[str, int]], next_check: float, idle_deadline: float) -> float:
+        """After an empty batch: drops partitions whose topic is gone (once a second), raises past the
+        idle deadline; returns when to look at the metadata next."""
+        now = time.monotonic()
+        if now > next_check:  # librdkafka says nothing of an assigned topic deleted meanwhile
+            pending -= self._gone(pending)
+            return now + 1.0
+        if now > idle_deadline:
+            raise self.unavailable("no records arrived while reading")
+        return next_check
 
     def _gone(self, partitions: set[tuple[str, int]]) -> set[tuple[str, int]]:
         """The ones of ``partitions`` whose topic (or partition) is no longer in the cluster's metadata."""
@@ -671,3 +673,11 @@ def new_reader(bootstrap: str, properties: KafkaProperties | None = None, errors
     role = kafka_config.reader_role(group=f"{CLI_GROUP_PREFIX}{uuid.uuid4().hex[:12]}")
     props = properties or KafkaProperties()
     return kafka_config.open_client(Consumer, client_config(bootstrap, role, props, errors), props)
+
+
+def _release(consumer: Consumer, finished: list[tuple[str, int]], pending: set[tuple[str, int]]) -> None:
+    """Unassigns the partitions of a scan whose range is read, so the fetcher stops on them."""
+    for where in finished:
+        if where in pending:
+            pending.discard(where)
+            consumer.incremental_unassign([TopicPartition(*where)])

@@ -186,17 +186,21 @@ def dlq_replay(
 _STATUS_STYLES = {"ready": "cyan", "sent": "green", "unsafe": "red", "failed": "red", "duplicate": "dim", "no-origin": "red"}
 
 
+def _replay_target(item: Any) -> str:
+    """Where a replayed letter goes (topic[partition]), or went once sent (…@offset)."""
+    if item.sent and "offset" in item.sent:
+        return f"{item.sent['topic']}[{item.sent['partition']}]@{item.sent['offset']}"
+    return f"{item.topic}[{item.partition if item.partition is not None else 'by key'}]"
+
+
 def _print_replay(report: Any, execute: bool, fmt: OutputFormat) -> None:
     from postbox.incident.redis_state import human_duration
 
     listing = Listing(("dry run: " if not execute else "") + f"replay of {len(report.items)} dead letter(s)",
                       ("ref", "event id", "class", "to", "age", "status", "applied by", "note"))
     for i in report.items:
-        to = f"{i.topic}[{i.partition if i.partition is not None else 'by key'}]"
-        if i.sent and "offset" in i.sent:
-            to = f"{i.sent['topic']}[{i.sent['partition']}]@{i.sent['offset']}"
         applied = ", ".join(a["group"] for a in i.applied_by)
-        listing.add(i.letter.ref, i.letter.event_id, i.letter.error_class, to, human_duration(i.age), i.status, applied,
+        listing.add(i.letter.ref, i.letter.event_id, i.letter.error_class, _replay_target(i), human_duration(i.age), i.status, applied,
                     i.reason or (i.sent or {}).get("error", ""), style=_STATUS_STYLES.get(i.status))
     print_listing(listing, fmt)
     for text in report.notes:

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from postbox.errors import UnknownTopicError
-from postbox.kafka_cluster import GroupMember, Kafka
+from postbox.kafka_cluster import GroupInfo, GroupMember, Kafka
 from postbox.topics import TOPIC_PREFIX
 from postbox.incident.records import iso_ms
 
@@ -76,16 +76,7 @@ def group_lag(kafka: Kafka, groups: list[str] | None, *, all_topics: bool = Fals
         else:
             committed = kafka.committed(name)
             info = None
-        wanted = {
-            tp: o for tp, o in committed.items()
-            if (topic is None or tp[0] == topic)
-            and (all_topics or explicit or tp[0].startswith(TOPIC_PREFIX))
-        }
-        if info is not None:  # a running group's assignments count even before its first commit
-            for member in info.members:
-                for tp in member.assignments:
-                    if topic is None or tp[0] == topic:
-                        wanted.setdefault(tp, None)  # type: ignore[arg-type]
+        wanted = _wanted(committed, info, topic, all_topics or explicit)
         if not wanted:
             continue
         if info is None:
@@ -93,6 +84,22 @@ def group_lag(kafka: Kafka, groups: list[str] | None, *, all_topics: bool = Fals
         result.append(GroupLag(name, info.state, len(info.members), _partitions(kafka, wanted), list(info.members)))
     _ages(kafka, [p for g in result for p in g.partitions])
     return result
+
+
+def _wanted(committed: dict[tuple[str, int], int], info: GroupInfo | None, topic: str | None, any_topic: bool) -> dict[tuple[str, int], int | None]:
+    """The partitions to report (of ``topic`` when given; outbox topics only unless ``any_topic``)
+    with their committed offsets; a running group's assignments count even before its first commit (None)."""
+    wanted: dict[tuple[str, int], int | None] = {
+        tp: o for tp, o in committed.items()
+        if (topic is None or tp[0] == topic)
+        and (any_topic or tp[0].startswith(TOPIC_PREFIX))
+    }
+    if info is not None:
+        for member in info.members:
+            for tp in member.assignments:
+                if topic is None or tp[0] == topic:
+                    wanted.setdefault(tp, None)
+    return wanted
 
 
 def _partitions(kafka: Kafka, committed: dict[tuple[str, int], int | None]) -> list[PartitionLag]:
@@ -143,17 +150,29 @@ def max_lag_alerts(groups: list[GroupLag], pipe: dict[str, Any], max_lag: int | 
     its WAL kept) and, with ``max_slot_lag``, the slot's lag in bytes (a connector stuck while it
     still reports RUNNING)."""
     from postbox.connector import flowing
-    from postbox.slot import LOSS_STATES
 
     tripped = [f"group {g.group}: lag {g.total:,} > --max-lag {max_lag:,}" for g in groups
                if max_lag is not None and g.total > max_lag]  # fmt: skip
     conn = pipe["connector"]
     if not flowing(conn):
-        failing = [f"task {t['id']} {t['state']}" for t in conn.get("tasks", []) if t.get("state") != "RUNNING"]
-        detail = conn.get("error") or ", ".join(failing) or ("no task" if conn.get("state") == "RUNNING" else "")
-        tripped.append(f"connector {conn['name']}: {conn['state']}" + (f" ({detail})" if detail else "")
-                       + ": events are not read from the database into Kafka")  # fmt: skip
-    slot = pipe["slot"]
+        tripped.append(_connector_alert(conn))
+    tripped += _slot_alerts(pipe["slot"], max_slot_lag)
+    return tripped
+
+
+def _connector_alert(conn: dict[str, Any]) -> str:
+    """Why a connector that is not flowing trips the alert: its error, or its tasks' states."""
+    failing = [f"task {t['id']} {t['state']}" for t in conn.get("tasks", []) if t.get("state") != "RUNNING"]
+    detail = conn.get("error") or ", ".join(failing) or ("no task" if conn.get("state") == "RUNNING" else "")
+    return (f"connector {conn['name']}: {conn['state']}" + (f" ({detail})" if detail else "")
+            + ": events are not read from the database into Kafka")  # fmt: skip
+
+
+def _slot_alerts(slot: dict[str, Any], max_slot_lag: int | None) -> list[str]:
+    """Why the replication slot trips the alert: not active, its WAL lost, or too far behind."""
+    from postbox.slot import LOSS_STATES
+
+    tripped = []
     if slot.get("state") != "active":
         reason = f" ({slot['error']})" if slot.get("error") else ""
         tripped.append(f"replication slot {slot.get('name')}: {slot.get('state')}{reason}: nothing streams the outbox's WAL")

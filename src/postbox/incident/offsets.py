@@ -14,6 +14,7 @@ A group with members is always refused: its consumers would overwrite the new of
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -190,6 +191,15 @@ def event_created_ms(msg: Any) -> int | None:
     return int(min(known)) if known else None
 
 
+def _mark_oldest(records: Iterable[Any], rereads: dict[tuple[str, int], Move]) -> None:
+    """Sets each re-read move's ``oldest_ms`` to the oldest creation time among its records."""
+    for msg in records:
+        created = event_created_ms(msg)
+        move = rereads.get((msg.topic(), msg.partition()))
+        if created is not None and move is not None:
+            move.oldest_ms = created if move.oldest_ms is None else min(move.oldest_ms, created)
+
+
 def _age_problems(kafka: Kafka, moves: list[Move], marker_ttl: timedelta, margin: timedelta) -> list[str]:
     """Read every record the plan re-consumes; set each move's ``oldest_ms`` (its oldest event's
     creation) and say whether any is outside the dedupe window or the re-read too long to check."""
@@ -197,11 +207,7 @@ def _age_problems(kafka: Kafka, moves: list[Move], marker_ttl: timedelta, margin
     total = sum(m.delta for m in rereads.values())
     starts = {tp: m.new for tp, m in rereads.items()}
     ends = {tp: m.new + m.delta for tp, m in rereads.items()}
-    for msg in kafka.scan(starts, ends, max_records=AGE_SCAN_LIMIT):
-        created = event_created_ms(msg)
-        move = rereads.get((msg.topic(), msg.partition()))
-        if created is not None and move is not None:
-            move.oldest_ms = created if move.oldest_ms is None else min(move.oldest_ms, created)
+    _mark_oldest(kafka.scan(starts, ends, max_records=AGE_SCAN_LIMIT), rereads)
     problems = []
     now_ms = int(datetime.now(timezone.utc).timestamp() * 1000)
     oldest = min((m.oldest_ms for m in moves if m.oldest_ms), default=None)
@@ -218,9 +224,8 @@ def _age_problems(kafka: Kafka, moves: list[Move], marker_ttl: timedelta, margin
     return problems
 
 
-def _moves(kafka: Kafka, topic: str, target: Target, partition: int | None, committed: dict[tuple[str, int], int]) -> list[Move]:
-    """One topic's moves: each partition's new offset for ``target``, inside [earliest, end]."""
-    parts = kafka.partitions(topic)
+def _reset_partitions(parts: list[int], topic: str, target: Target, partition: int | None) -> list[int]:
+    """The topic's partitions a reset moves: those the offsets file lists, or the one ``--partition`` names."""
     if target.kind == "file":
         listed = {p: o for t, p, o in target.offsets if t == topic}
         unknown = sorted(set(listed) - set(parts))
@@ -231,6 +236,12 @@ def _moves(kafka: Kafka, topic: str, target: Target, partition: int | None, comm
         if partition not in parts:
             raise IncidentError(f"topic {topic} has no partition {partition} (it has {len(parts)})")
         parts = [partition]
+    return parts
+
+
+def _moves(kafka: Kafka, topic: str, target: Target, partition: int | None, committed: dict[tuple[str, int], int]) -> list[Move]:
+    """One topic's moves: each partition's new offset for ``target``, inside [earliest, end]."""
+    parts = _reset_partitions(kafka.partitions(topic), topic, target, partition)
     marks = kafka.watermarks(topic, parts)
     by_time = kafka.offsets_for_time(topic, parts, target.timestamp_ms or 0) if target.kind == "timestamp" else {}
     moves = []

@@ -248,27 +248,37 @@ class RedisState:
             for stream in dict.fromkeys(streams):
                 if self.client.type(stream) != b"stream":
                     continue
-                end, read = b"+", 0
-                while read < max_entries:
-                    entries = self.client.xrevrange(stream, max=end, min=b"-", count=1000)
-                    if not entries:
-                        break
-                    for entry_id, fields in entries:
-                        if fields.get(b"event") == wanted or fields.get(b"event_id") == wanted:
-                            ms = int(entry_id.split(b"-")[0])
-                            out.append(FailureRecord(
-                                stream.decode(), entry_id.decode(),
-                                datetime.fromtimestamp(ms / 1000, tz=timezone.utc),
-                                {k.decode(): v.decode("utf-8", "backslashreplace") for k, v in fields.items()},
-                            ))
-                    read += len(entries)
-                    last = entries[-1][0]
-                    ms, seq = (int(x) for x in last.split(b"-"))
-                    if ms == 0 and seq == 0:
-                        break
-                    end = f"{ms}-{seq - 1}".encode() if seq > 0 else f"{ms - 1}-18446744073709551615".encode()
-                    if len(entries) < 1000:
-                        break
+                out += self._stream_failures(stream, wanted, max_entries)
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             raise IncidentError(f"Redis at {redact_url(self.url)} is unreachable ({exc})", fix="check POSTBOX_REDIS_URL / --redis-url") from None
         return sorted(out, key=lambda f: f.entry_id)
+
+    def _stream_failures(self, stream: bytes, wanted: bytes, max_entries: int) -> list[FailureRecord]:
+        """One failure stream's records of the event, newest first, reading at most about ``max_entries``."""
+        out: list[FailureRecord] = []
+        end, read = b"+", 0
+        while read < max_entries:
+            entries = self.client.xrevrange(stream, max=end, min=b"-", count=1000)
+            if not entries:
+                break
+            out += [_failure_record(stream, entry_id, fields) for entry_id, fields in entries
+                    if fields.get(b"event") == wanted or fields.get(b"event_id") == wanted]
+            read += len(entries)
+            last = entries[-1][0]
+            ms, seq = (int(x) for x in last.split(b"-"))
+            if ms == 0 and seq == 0:
+                break
+            end = f"{ms}-{seq - 1}".encode() if seq > 0 else f"{ms - 1}-18446744073709551615".encode()
+            if len(entries) < 1000:
+                break
+        return out
+
+
+def _failure_record(stream: bytes, entry_id: bytes, fields: dict[bytes, bytes]) -> FailureRecord:
+    """A failure-stream entry as a record: its time is the entry id's milliseconds."""
+    ms = int(entry_id.split(b"-")[0])
+    return FailureRecord(
+        stream.decode(), entry_id.decode(),
+        datetime.fromtimestamp(ms / 1000, tz=timezone.utc),
+        {k.decode(): v.decode("utf-8", "backslashreplace") for k, v in fields.items()},
+    )

@@ -141,14 +141,19 @@ class TailResult:
     ends: dict[int, int]
 
 
+def _end_offsets(kafka: Kafka, topic: str, partitions: list[int], marks: dict[int, tuple[int, int]], end: End | None) -> dict[int, int]:
+    """Per partition, the offset to stop before: the high watermark unless ``end`` says otherwise."""
+    if end is not None and end.kind == "offset":
+        return {p: min(high, max(low, end.value)) for p, (low, high) in marks.items()}
+    if end is not None and end.kind == "timestamp":
+        return kafka.offsets_for_time(topic, partitions, end.value)
+    return {p: high for p, (_, high) in marks.items()}
+
+
 def start_offsets(kafka: Kafka, topic: str, partitions: list[int], start: Start, end: End | None = None) -> tuple[dict[int, int], dict[int, int]]:
     """Per partition, the first offset to read and the offset to stop before."""
     marks = kafka.watermarks(topic, partitions)
-    ends = {p: high for p, (_, high) in marks.items()}
-    if end is not None and end.kind == "offset":
-        ends = {p: min(high, max(low, end.value)) for p, (low, high) in marks.items()}
-    elif end is not None and end.kind == "timestamp":
-        ends = kafka.offsets_for_time(topic, partitions, end.value)
+    ends = _end_offsets(kafka, topic, partitions, marks, end)
     if start.kind == "beginning":
         starts = {p: low for p, (low, _) in marks.items()}
     elif start.kind == "end":
