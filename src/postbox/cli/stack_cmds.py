@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from rich.table import Table
@@ -117,21 +117,31 @@ def status(
         color = "green" if part["state"] == "running" else "red"
         table.add_row(name, f"[{color}]{part['state']}[/]", part["address"], str(part["pid"] or ""))
     console.print(table)
-    topology = data["topology"]
-    if topology["kafka_nodes"] > 1 or topology["connect_workers"] > 1:
-        console.print(f"topology: {topology['kafka_nodes']} Kafka nodes, {topology['connect_workers']} Connect workers, "
-                      f"replication factor {topology['replication_factor']}, min.insync.replicas {topology['min_insync_replicas']}",
-                      highlight=False)
-    connector, task, slot = data["connector"], data["task"], data["slot"]
-    where = [t["worker"] for t in task.get("tasks", []) if t.get("worker")] if len(data["connect_workers"]) > 1 else []
-    console.print(f"connector {connector['name']}: {connector['state']}; task: {task['state']}"
-                  + (f" on worker {where[0]}" if where else "")
-                  + (f" ({task['error']})" if task.get("error") else ""))
+    _print_topology(data["topology"])
+    _print_connector(data)
+    slot = data["slot"]
     console.print(f"replication slot {slot.get('name', '')}: {describe_slot(slot)}", highlight=False)
     console.print("logs:", highlight=False)
     for name, part in _process_rows(data):
         console.print(f"  {name:<9} {part['log']}", highlight=False, soft_wrap=True)
     raise typer.Exit(0 if healthy else 1)
+
+
+def _print_topology(topology: dict[str, Any]) -> None:
+    """The node counts, only when the stack runs more than one Kafka node or Connect worker."""
+    if topology["kafka_nodes"] > 1 or topology["connect_workers"] > 1:
+        console.print(f"topology: {topology['kafka_nodes']} Kafka nodes, {topology['connect_workers']} Connect workers, "
+                      f"replication factor {topology['replication_factor']}, min.insync.replicas {topology['min_insync_replicas']}",
+                      highlight=False)
+
+
+def _print_connector(data: dict[str, Any]) -> None:
+    """The connector's and its task's state, and which worker runs the task when there are several."""
+    connector, task = data["connector"], data["task"]
+    where = [t["worker"] for t in task.get("tasks", []) if t.get("worker")] if len(data["connect_workers"]) > 1 else []
+    console.print(f"connector {connector['name']}: {connector['state']}; task: {task['state']}"
+                  + (f" on worker {where[0]}" if where else "")
+                  + (f" ({task['error']})" if task.get("error") else ""))
 
 
 @kafka_client_options
