@@ -88,7 +88,7 @@ class LocalConnect:
         import httpx
 
         if not self.process.running():
-            raise StackError(f"the Kafka Connect worker {self.name} exited during start (log: {self.log_path})")
+            raise StackError(f"the Kafka Connect worker {self.name} exited during start{self.process.exit_reason()}")
         try:
             response = httpx.get(f"{self.url}/connectors", timeout=2)
         except httpx.HTTPError:

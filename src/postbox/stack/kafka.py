@@ -149,7 +149,7 @@ class LocalKafka:
     def ready(self) -> bool:
         """True once the broker answers a metadata request."""
         if not self.process.running():
-            raise StackError(f"the Kafka broker {self.name} exited during start (log: {self.log_path})")
+            raise StackError(f"the Kafka broker {self.name} exited during start{self.process.exit_reason()}")
         if not port_open("127.0.0.1", self.port):
             return False
         from confluent_kafka.admin import AdminClient

@@ -8,6 +8,7 @@ started it (the state folder's path appears in every command line we build).
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -87,6 +88,10 @@ def wait_until(
         time.sleep(interval)
 
 
+START_BANNER = "==== postbox: starting "
+_ERROR_LINE = re.compile(r"\b(ERROR|FATAL|Exception|Error:|# )|Address already in use")
+
+
 @dataclass
 class ManagedProcess:
     """A background process of the stack with its pid file and log file."""
@@ -110,12 +115,32 @@ class ManagedProcess:
     def running(self) -> bool:
         return self.pid() is not None
 
+    def last_words(self, lines: int = 4) -> str:
+        """The cause of an exit, from the log of the latest start: its error lines, else its last lines.
+
+        Why: a start that fails in a temporary folder (CI, the fault suite) loses its log with the
+        folder; the error has to carry the reason itself.
+        """
+        try:
+            text = self.logfile.read_text(errors="replace")
+        except OSError:
+            return ""
+        latest = text.rsplit(START_BANNER, 1)[-1].splitlines()[1:]
+        errors = [line for line in latest if _ERROR_LINE.search(line)]
+        chosen = (errors or latest)[-lines:]
+        return " | ".join(line.strip()[:300] for line in chosen if line.strip())
+
+    def exit_reason(self) -> str:
+        """`` (log: …): <last words>`` for an error message about this process's exit."""
+        words = self.last_words()
+        return f" (log: {self.logfile})" + (f": {words}" if words else "")
+
     def start(self, argv: Sequence[str], env: Mapping[str, str] | None = None, cwd: Path | None = None) -> int:
         """Start detached (own session, so Ctrl-C in the shell does not kill it) and record the pid."""
         self.logfile.parent.mkdir(parents=True, exist_ok=True)
         self.pidfile.parent.mkdir(parents=True, exist_ok=True)
         with open(self.logfile, "ab") as log:
-            log.write(f"\n==== postbox: starting {self.name} at {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode())
+            log.write(f"\n{START_BANNER}{self.name} at {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode())
             log.flush()
             proc = subprocess.Popen(
                 list(argv),

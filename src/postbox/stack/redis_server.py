@@ -126,7 +126,7 @@ class LocalRedis:
         import redis
 
         if not self.process.running():
-            raise StackError(f"redis-server exited during start (log: {self.log_path})")
+            raise StackError(f"redis-server exited during start{self.process.exit_reason()}")
         try:
             client = redis.Redis.from_url(self.admin_url(), socket_timeout=1)
             try:
