@@ -7,7 +7,7 @@ always on every node): one with a single master (every slot on it) and one with 
 the same kind of events — one HINCRBY per event on its own aggregate's hash, dedupe on — in
 batches of 500 (``postbox consume``'s default batch size) through ``EffectsEngine.apply(...,
 partial=True)``, as the runtime does on a cluster, and measures events applied per second. With
-three masters each master's calls go out from their own thread, in parallel (#14.2): the rate
+three masters each master's calls go out from their own thread, in parallel: the rate
 grows with the masters only while Redis, not the client's own Python work (packing one script call
 per slot), is the limit.
 

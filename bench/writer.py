@@ -13,7 +13,7 @@ Measured side by side in one run, 2 client processes (how: below), for these sce
   emit_plain  business INSERT + emit as its own round trip (no pipeline)
   emit_folded the business INSERT with the event folded into it (execute_and_emit: one statement)
   emit_general  ``emit`` with the payload taken through the general path (compiled check, then
-              fastavro), as before #17's one-pass writer: the writer's speed-up in one run
+              fastavro), as before the one-pass writer: the writer's speed-up in one run
   batch       emit_many of N events in one transaction (one binary COPY)
   batch_pipelined  the same inside a pipelined transaction (``outbox.transaction()``'s default),
               where psycopg cannot COPY: emit_many's INSERT form
@@ -25,7 +25,7 @@ database's:
   reference        business INSERT + one hand-made outbox INSERT      (partitioned postbox.outbox)
   reference_plain  the same into an unpartitioned copy of the outbox  (partitioning's own cost)
   reference_check  the same into an unpartitioned copy whose rules are the table CHECK the outbox
-                   had before #17 (text columns) instead of domain types: the CHECK's own cost
+                   had before (text columns) instead of domain types: the CHECK's own cost
   reference_message business INSERT + pg_logical_emit_message(true, ...)  (no table row at all)
   reference_folded the hand-made outbox INSERT folded into the business INSERT as a data-modifying
                    CTE (one statement: what execute_and_emit sends, without postbox), the database's
@@ -36,9 +36,9 @@ postbox code), each in one transaction, interleaved with ``batch``:
 
   batch_copy        COPY ... FROM STDIN (FORMAT BINARY)            (the fastest the database takes)
   batch_insert      the one-statement unnest INSERT emit_many sends where it cannot COPY
-  batch_statements  one INSERT per event through one pipeline      (what emit_many sent before #17)
+  batch_statements  one INSERT per event through one pipeline      (what emit_many sent before COPY)
 
-and ``batch_before``: emit_many as it was before #17 (prepare_event per event, its payload through
+and ``batch_before``: emit_many as it was before the one-pass writer (prepare_event per event, its payload through
 the general path: compiled check, then fastavro; then one INSERT per event through one pipeline),
 so the batch speed-up is a ratio of one run.
 
@@ -114,7 +114,7 @@ PAYLOAD = {
 BUSINESS_SQL = "INSERT INTO bench_orders (customer_id, total_cents) VALUES (%s, %s)"
 UNPARTITIONED = "bench_outbox_unpartitioned"
 CHECKED = "bench_outbox_check"
-#: The outbox's rules as the table CHECK they were before #17 (the text of 050_deliverable.sql then).
+#: The outbox's rules as the table CHECK they were before the domains (the text of 050_deliverable.sql then).
 OLD_CHECK = """CHECK (aggregate_type ~ '^[A-Za-z0-9._-]+$' AND length(aggregate_type) <= 232
     AND octet_length(aggregate_id) BETWEEN 1 AND 4096 AND length(event_type) BETWEEN 1 AND 255
     AND (traceparent IS NULL OR octet_length(traceparent) <= 512))"""
@@ -183,7 +183,7 @@ class ReferenceRows:
 
 
 class GeneralPathCodec(AvroCodec):
-    """The codec as it encoded before #17's one-pass writer: compiled check, then fastavro."""
+    """The codec as it encoded before the one-pass writer: compiled check, then fastavro."""
 
     def encode_with(self, schema: EventSchema, payload: Mapping[str, Any]) -> bytes:
         return self.encode_general(schema, payload)
@@ -650,7 +650,7 @@ def main() -> None:
               f"{_figure(figures, cpu_figure_of(figure)):>12}{_iqr(cpu):>13}")
     print(f"{'batch of ' + str(batch) + ' events (events/s)':<46}{'':>9}{'ratio':>9}{'IQR':>13}{'client µs':>10}"
           f"{'server µs':>10}{'cpu ratio':>12}")
-    for label, kind, figure in [("batch emit_many (COPY)", "batch", None), ("  emit_many as before #17", "batch_before", "batch_vs_before"),
+    for label, kind, figure in [("batch emit_many (COPY)", "batch", None), ("  emit_many as before", "batch_before", "batch_vs_before"),
                                 ("  emit_many pipelined (INSERT) vs hand-made", "batch_pipelined", "batch_pipelined_vs_hand_insert"),
                                 ("  hand-made COPY (binary)", "batch_copy", "batch_vs_copy"),
                                 ("  hand-made unnest INSERT", "batch_insert", "batch_vs_hand_insert"),

@@ -1,4 +1,4 @@
-"""What an event id is — one rule for the consumer, ``postbox trace`` and ``postbox dlq`` (#12.13).
+"""What an event id is — one rule for the consumer, ``postbox trace`` and ``postbox dlq``.
 
 The event id is the dedupe key: the consumer marks it applied in Redis, and the incident commands
 look events up by it. It arrives in the record's ``id`` header, which the Outbox Event Router

@@ -228,7 +228,7 @@ class Role:
 #: The request-size cap of the producers that write records another client made (dead letters,
 #: replays). librdkafka's default (1,000,000 bytes) is below the broker's default
 #: ``message.max.bytes`` (1,048,588), so it refused records the topic takes; the topic's
-#: ``max.message.bytes`` is what decides (#12.4).
+#: ``max.message.bytes`` is what decides.
 LARGE_RECORD_REQUEST_BYTES = 100 * 1024 * 1024
 
 _NO_COMMIT = "offsets are committed by postbox only after the effects are durable in Redis"

@@ -1,4 +1,4 @@
-"""How long a record can come back, and the marker TTL that must outlive it (#12.2): the contract.
+"""How long a record can come back, and the marker TTL that must outlive it: the contract.
 
 Why: "exactly once" holds only while the dedupe marker of an applied event exists. A record can be
 delivered again as long as it is in the log, and a group re-reads it when its committed offsets are

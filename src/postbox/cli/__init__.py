@@ -100,7 +100,7 @@ def _root(
 #: that starts with one of them attaches that module alone: every other module's imports (rich
 #: tables, the codec, the incident tools) cost a CLI process ~0.3 s of CPU, seconds on a loaded host,
 #: and matter most for ``postbox consume``, which after a crash is back only once Python has
-#: imported what it needs (#14.3). Anything else (``--help``, a global option first, a mistyped
+#: imported what it needs. Anything else (``--help``, a global option first, a mistyped
 #: command) attaches them all, so help and "no such command" list every command.
 #: ``tests/unit/test_cli_command_modules.py`` holds this table to what each module registers.
 COMMAND_MODULES: dict[str, str] = {

@@ -93,7 +93,7 @@ def consume(
         return run_workers(ctx, app, config, count)
     config = config.with_default_instance(app.name) if window is None else replace(config, instance_id=DYNAMIC)
     if check:
-        from postbox.cli.output import print_json  # here: rich is not imported by a consumer that runs (start-up time is recovery time, #14.3)
+        from postbox.cli.output import print_json  # here: rich is not imported by a consumer that runs (start-up time is recovery time)
         from postbox.consumer.reader_schemas import load_reader_codec
 
         load_reader_codec(app, config)  # a handler's missing schema is a configuration error here too
@@ -150,7 +150,7 @@ def _window_specs(start: Optional[str], until: Optional[str], partition: Optiona
 
     if instance_id not in (None, DYNAMIC, AUTO):
         raise typer.BadParameter("a window run joins no group, so it takes no --instance-id", param_hint="--instance-id")
-    from postbox.incident.window import check_order, parse_window_end, parse_window_start  # a group member does not import it (start-up time, #14.3)
+    from postbox.incident.window import check_order, parse_window_end, parse_window_start  # a group member does not import it (start-up time)
 
     try:
         begin, end = parse_window_start(start), parse_window_end(until)

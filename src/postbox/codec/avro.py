@@ -80,7 +80,7 @@ class AvroCodec:
     def __init__(self, repository: SchemaRepository | None = None) -> None:
         self.repository = repository if repository is not None else SchemaRepository.default()
         self._checks: dict[bytes, Check] = {}  # by fingerprint: compiled once, used by every emit
-        self._writers: dict[bytes, Write] = {}  # likewise: check and encode in one pass (#17)
+        self._writers: dict[bytes, Write] = {}  # likewise: check and encode in one pass
         #: (writer fingerprint, reader version) → its resolution, found once (the repository is immutable).
         self._readings: dict[tuple[bytes, int | None], Reading] = {}
 

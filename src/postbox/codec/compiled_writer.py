@@ -1,4 +1,4 @@
-"""A payload writer compiled once per schema: the check and the Avro encoding in one pass (#17).
+"""A payload writer compiled once per schema: the check and the Avro encoding in one pass.
 
 Why: an emit used to walk its payload twice, once to check it (:mod:`compiled_check`) and once in
 fastavro's ``schemaless_writer``, whose per-call set-up (schema parsing, named-type tables, a file

@@ -1,4 +1,4 @@
-"""Read a JSON payload into the Avro schema of its event, as Avro payloads are (#12.14).
+"""Read a JSON payload into the Avro schema of its event, as Avro payloads are.
 
 A stock Debezium outbox sends JSON; when ``schemas/`` has a schema for the event type, the consumer
 holds the JSON payload to it like an Avro one: a field of the wrong type (``"due_days":

@@ -4,11 +4,11 @@ Whatever goes wrong with ONE record — bytes no codec reads, a JSON number of 5
 array nested 200,000 deep, a missing or malformed ``id``, a JSON payload its event's schema
 refuses, no handler — is that record's :class:`Failure` (dead-lettered with a specific error
 class), never the process's: an exception escaping the batch would crash the consumer into a
-restart loop on the same batch (#12.5). Configuration mistakes (a pinned reader version that does
+restart loop on the same batch. Configuration mistakes (a pinned reader version that does
 not exist) are refused at start-up instead (:mod:`postbox.consumer.reader_schemas`).
 
 Error classes: ``DecodeError`` (the bytes or headers), ``SchemaMismatch`` (a JSON payload its
-event's schema refuses, #12.14), ``UnknownEventType`` (no handler, or an Avro event of a type with
+event's schema refuses), ``UnknownEventType`` (no handler, or an Avro event of a type with
 no schema here), ``RoutingError`` (an
 unexpected error of the app's routing) — each with a message naming the record and what was
 wrong.

@@ -2,7 +2,7 @@
 
 A handler's own dependencies fail too: an HTTP service answers 503, a socket times out, DNS is
 down. Dead-lettering such an event after a few in-place retries (~100 ms) would turn a short outage
-of the dependency into lost work for the on-call engineer (#12.10). So these are **transient**: the
+of the dependency into lost work for the on-call engineer. So these are **transient**: the
 record's partition stops at it, is paused with exponential backoff and retried from it, never
 committed past, however long the outage lasts (other partitions keep flowing). One table decides,
 first match wins:

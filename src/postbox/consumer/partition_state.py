@@ -4,7 +4,7 @@ Two commit positions are kept because an asynchronous commit is only *sent* when
 returns; the broker may still refuse it, and a consumer that closes right after has no chance to
 hear so. ``sent`` stops the steady state from re-sending the same offset every loop; ``acked`` (the
 broker confirmed it: the commit callback, or a synchronous commit) is what the revoke callback and
-shutdown compare against, so they commit synchronously whatever is not confirmed yet (#12.12).
+shutdown compare against, so they commit synchronously whatever is not confirmed yet.
 """
 
 from __future__ import annotations

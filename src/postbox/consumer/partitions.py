@@ -235,7 +235,7 @@ class Partitions:
 
     def final_commit(self) -> None:
         """Shutdown: commit synchronously everything applied that the broker has not confirmed
-        (async commits in flight included), retrying a failed commit with backoff (#12.12)."""
+        (async commits in flight included), retrying a failed commit with backoff."""
         for attempt in range(1, FINAL_COMMIT_ATTEMPTS + 1):
             if self.commit(sync=True) and not pending(self.states.values()):
                 return

@@ -582,7 +582,7 @@ class Pipeline:
     def _dead_lettered(self, item: Item) -> None:
         """Counted and logged once, when its dead letter is acknowledged: a record whose dead
         letter is retried (not acknowledged, or its partition blocked before it) is not counted
-        again on the retry (#14.1)."""
+        again on the retry."""
         failure = item.failure
         assert failure is not None
         self._topic(item.tp[0])[3].inc()

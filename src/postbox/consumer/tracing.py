@@ -40,7 +40,7 @@ _state = {"configured": False, "checked_at": float("-inf")}
 def _api() -> Any:
     """``opentelemetry.trace``, or None. Imported only when the application imported it itself (a
     tracer provider is set through it) or names a provider in :data:`PROVIDER_ENV`: postbox never
-    makes a consumer that does not trace pay for importing OpenTelemetry at start-up (#14.3)."""
+    makes a consumer that does not trace pay for importing OpenTelemetry at start-up."""
     global _trace, _PROPAGATOR, _NO_OP_PROVIDERS
     if _trace is not None:
         return _trace

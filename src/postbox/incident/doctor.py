@@ -98,7 +98,7 @@ def _publication(conn: Any, pipeline: Pipeline) -> Check:
 
 
 def _slot(conn: Any, pipeline: Pipeline) -> Check:
-    """#12.6: the slot exists, is read, and its WAL is not about to be (or already) lost."""
+    """The slot exists, is read, and its WAL is not about to be (or already) lost."""
     name = pipeline.slot
     slot = read_slot(conn, name)
     line = f"{name}: {describe_slot(slot)}"
@@ -120,7 +120,7 @@ def _slot(conn: Any, pipeline: Pipeline) -> Check:
 
 
 def _deliverable(conn: Any, pipeline: Pipeline) -> Check:
-    """#12.7: no outbox row the connector cannot deliver (it would stop every event behind it)."""
+    """No outbox row the connector cannot deliver (it would stop every event behind it)."""
     name = "deliverable rows"
     state = database_rules_state(conn, pipeline)
     if state is None:
@@ -231,7 +231,7 @@ def _eviction(client: Any) -> Check:
 
 
 def _marker_ttl(settings: Settings, kafka_factory: Callable[[], Any]) -> list[Check]:
-    """#12.2: every group's marker TTL outlives the time Kafka can bring its records back."""
+    """Every group's marker TTL outlives the time Kafka can bring its records back."""
     from postbox.incident.marker_ttl import check_groups
     from postbox.redis_client import connect
 

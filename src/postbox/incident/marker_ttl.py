@@ -1,4 +1,4 @@
-"""`postbox doctor`'s marker-TTL check (#12.2): each group's published TTL against Kafka's numbers.
+"""`postbox doctor`'s marker-TTL check: each group's published TTL against Kafka's numbers.
 
 The inequality lives in :mod:`postbox.redelivery`; this module only gathers the numbers: each
 group's marker TTL from the registry the engine publishes in Redis (:mod:`postbox.effects.groups`),

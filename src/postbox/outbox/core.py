@@ -108,7 +108,7 @@ class OutboxCore(Generic[ConnT]):
 
         The batch goes as one binary COPY where the connection can take one (:meth:`BatchPlan.copies`),
         else as one INSERT of binary arrays per chunk of up to 5,000 events. Either way each event
-        is its own WAL record with its own LSN, which Debezium before 3.7 needs (dbz#1554):
+        is its own WAL record with its own LSN, which Debezium before 3.7 needs:
         ``sql/copy_many.sql`` says how the COPY keeps it.
         """
         return BatchPlan(self.rows.encode_batch(events), self.retention, self.statements, copy_statement(self.pipeline))

@@ -1,4 +1,4 @@
-"""What the connector can deliver (#12.7): the rules an outbox row must meet to reach Kafka.
+"""What the connector can deliver: the rules an outbox row must meet to reach Kafka.
 
 Why: the Debezium task publishes rows in WAL order and has no way to skip one. A row whose
 ``aggregate_type`` makes an illegal topic name fails the task ("Error while attempting to describe
@@ -80,7 +80,7 @@ def key_problem(aggregate_id: str) -> str | None:
 def plain_key(aggregate_id: str) -> bool:
     """Whether ``aggregate_id`` (a str) passes every key rule at a glance: 1 to 4,096 ASCII
     characters (so as many bytes), none of them NUL. Why: the writer's fast path for a known event
-    type (#17) checks only this; any other key takes the full check (:func:`key_problem` and the
+    type checks only this; any other key takes the full check (:func:`key_problem` and the
     writer's own), so a rule added there needs nothing here as long as ASCII keys without NUL
     still pass it."""
     return 0 < len(aggregate_id) <= MAX_KEY_BYTES and aggregate_id.isascii() and "\x00" not in aggregate_id

@@ -4,7 +4,7 @@ Partition retention (the default policy): keep partitions ahead of the clock, dr
 whose whole range is older than the keep period, and delete old rows from the default partition
 in small batches.
 
-Never the last copy of an unpublished event (#12.6): Debezium reads events from the WAL, but if the
+Never the last copy of an unpublished event: Debezium reads events from the WAL, but if the
 replication slot is lost (``max_slot_wal_keep_size`` exceeded during a long Connect outage) the
 table is the only place left to republish them from (docs/recovery.md). So a run refuses to drop
 or purge anything while the slot is missing, lost or about to be, and otherwise drops only rows

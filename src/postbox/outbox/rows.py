@@ -88,7 +88,7 @@ class RowFactory:
 
         The common emit (no options, a ``dict`` payload, a plain ``str`` key) of an event type this
         factory has emitted before takes :meth:`_prepare_known`: the type's rules, its schema and
-        its writer were found then, so only the key and the payload are checked (#17).
+        its writer were found then, so only the key and the payload are checked.
         """
         if not options and type(payload) is dict and type(aggregate_id) is str:
             known = self._known.get((aggregate_type, event_type))
@@ -284,10 +284,10 @@ def _row(
 
 
 def _require_deliverable(aggregate_type: str, aggregate_id: str, event_type: str) -> None:
-    """Refuse a row the connector could never publish (#12.7): it would stop every event behind it.
+    """Refuse a row the connector could never publish: it would stop every event behind it.
 
     The (aggregate_type, event_type) pairs already found deliverable are remembered: an emit then
-    checks only its key, and no message is formatted unless something is wrong (#17).
+    checks only its key, and no message is formatted unless something is wrong.
     """
     pair = (aggregate_type, event_type)
     known = type(aggregate_type) is str and type(event_type) is str and pair in _DELIVERABLE_TYPES

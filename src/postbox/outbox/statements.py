@@ -5,7 +5,7 @@ Shared by the sync and async writers so both send exactly the same statements. W
 * one event: one single-row INSERT (plus its DELETE under delete-in-transaction retention);
 * a batch: one INSERT per chunk of rows, its columns sent as six binary arrays and unnested in
   order, so a batch costs one statement and one round trip instead of one statement per event
-  (#17: the per-statement work of psycopg and the server was most of a batch's time). Each row is
+  (the per-statement work of psycopg and the server was most of a batch's time). Each row is
   still its own WAL record, which Debezium needs (see ``sql/insert_many.sql``). A large batch on
   a connection that can take one is a COPY instead (:class:`~postbox.outbox.core.BatchPlan`).
 

@@ -1,4 +1,4 @@
-"""Refuse an emit that would commit on its own (#12.11).
+"""Refuse an emit that would commit on its own.
 
 Why: the outbox pattern's one promise is "no event without its commit, no commit without its
 event". On an autocommit connection outside a transaction block, the INSERT commits the moment it

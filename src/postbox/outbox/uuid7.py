@@ -25,8 +25,8 @@ _MS_MASK = (1 << 48) - 1
 _RAND_B_MASK = (1 << 62) - 1
 _HEAD = _VERSION << 76 | _VARIANT << 62  # the version and variant bits, in place
 
-#: Random bytes are read from the OS this many at a time (10 per id), not 10 per call (#17:
-#: os.urandom is a system call, ~0.5 µs of the 2.5 µs an id cost).
+#: Random bytes are read from the OS this many at a time (10 per id), not 10 per call:
+#: os.urandom is a system call, about a fifth of what one id cost when read per call.
 _POOL_BYTES = 10 * 256
 
 _lock = threading.Lock()

@@ -1,4 +1,4 @@
--- What retention may drop without losing an event (#12.6).
+-- What retention may drop without losing an event.
 --
 -- Debezium reads events from the WAL, so a row dropped before the replication slot has confirmed
 -- its insert is fine only while the slot lives; if the slot is later lost, the table is the last

@@ -1,4 +1,4 @@
--- Rows the connector can deliver (#12.7). The Debezium task publishes rows in WAL order and cannot
+-- Rows the connector can deliver. The Debezium task publishes rows in WAL order and cannot
 -- skip one: a row whose aggregate_type is not a legal Kafka topic name, or whose key is too large
 -- for a produce request, fails the task on every restart and stops every event behind it. The
 -- writer refuses such rows (postbox.outbox.deliverable, the same numbers); the column types below
@@ -31,7 +31,7 @@ AS $$
 $$;
 ALTER FUNCTION {schema}.outbox_row_problem(text, text, text, text) OWNER TO postbox_owner;
 
--- The same rules as domain types of the four columns (#17), not as a table CHECK: PostgreSQL
+-- The same rules as domain types of the four columns, not as a table CHECK: PostgreSQL
 -- rebuilds a table CHECK's expression from its stored text at the start of every INSERT
 -- statement (measured ~30 µs of server CPU per emit, a third of what its INSERT cost), while a
 -- domain's constraints are prepared once per session and cached. They refuse the same rows from
@@ -73,7 +73,7 @@ BEGIN
             USING HINT = format('drop %s, run postbox db init again, then recreate it (its columns read as text as before)', views);
     END IF;
     IF EXISTS (SELECT FROM pg_constraint WHERE conname = 'outbox_deliverable' AND conrelid = '{schema}.outbox'::regclass) THEN
-        ALTER TABLE {schema}.outbox DROP CONSTRAINT outbox_deliverable;  -- the table CHECK, before #17's domains
+        ALTER TABLE {schema}.outbox DROP CONSTRAINT outbox_deliverable;  -- the table CHECK the domains replaced
     END IF;
     FOREACH col IN ARRAY ARRAY['aggregate_type', 'aggregate_id', 'event_type', 'traceparent'] LOOP
         IF (SELECT atttypid FROM pg_attribute WHERE attrelid = '{schema}.outbox'::regclass AND attname = col)

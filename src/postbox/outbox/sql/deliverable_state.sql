@@ -1,4 +1,4 @@
--- Whether the outbox's columns carry the deliverability rules (#12.7; domain types since #17):
+-- Whether the outbox's columns carry the deliverability rules (as domain types):
 -- NULL when a column is not of its domain {schema}.<column> or the domain lacks its constraint
 -- <column>_deliverable; else whether every one of the four constraints is validated.
 SELECT CASE WHEN count(*) = 4 THEN bool_and(c.convalidated) END
