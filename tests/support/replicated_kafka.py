@@ -26,6 +26,7 @@ from confluent_kafka.admin import AdminClient
 
 from postbox.connect_client import ConnectClient, ConnectorFile
 from postbox.connector import render_connector
+from postbox.errors import StackError
 from postbox.pipelines import DEFAULT
 from postbox.resources import CONNECTOR_TEMPLATE
 from postbox.stack.connect import LocalConnect
@@ -37,6 +38,9 @@ from postbox.stack.processes import pid_alive, port_open
 from postbox.stack.stack import LocalStack, admin_database_url
 from postbox.stack.topology import Topology
 from postbox.topic_creation import TopicsConfig, connector_with_topics
+
+
+_BIND_FAILURE = re.compile(r"Address already in use|BindException|Failed to bind")
 
 
 def _free(port: int) -> bool:
@@ -69,16 +73,19 @@ class PrivateCluster:
     def __init__(self, root: Path, topology: Topology, *, log: Callable[[str], None] = print) -> None:
         self.log = log
         self.shared = LocalStack(locate_tools=False)
-        layout = StackLayout(root)
-        root.mkdir(parents=True, exist_ok=True)
-        (root / "lib").symlink_to(self.shared.layout.lib, target_is_directory=True)
-        self.stack = LocalStack(layout, free_ports(topology, self.shared.ports), topology=topology)
+        self.root = root
+        self.stack = self._stack_in(root, topology)
         token = uuid.uuid4().hex[:8]
         self.connector_name = f"postbox-faults-{token}"
         self.slot = f"postbox_faults_{token}"
         self.topic_prefix = f"postbox_faults_{token}"
         self._started = False
         self._admin: AdminClient | None = None
+
+    def _stack_in(self, root: Path, topology: Topology) -> LocalStack:
+        root.mkdir(parents=True, exist_ok=True)
+        (root / "lib").symlink_to(self.shared.layout.lib, target_is_directory=True)
+        return LocalStack(StackLayout(root), free_ports(topology, self.shared.ports), topology=topology)
 
     # -- addresses ------------------------------------------------------------------------------
     @property
@@ -108,7 +115,21 @@ class PrivateCluster:
 
     # -- lifecycle ------------------------------------------------------------------------------
     def start(self, timeout: float = 240) -> "PrivateCluster":
-        """Start the nodes, then the workers (the path `postbox up` takes), then the connector."""
+        """Start the nodes, then the workers (the path `postbox up` takes), then the connector.
+
+        A port that was free when chosen can be taken before the node binds it (another test's
+        process, an outgoing connection): that start is retried once on other ports, in a new folder.
+        """
+        try:
+            return self._start(timeout)
+        except StackError as exc:
+            if not _BIND_FAILURE.search(str(exc)):
+                raise
+            self.log(f"   a port was taken before its node bound it, starting again on other ports: {exc}")
+            self.stack = self._stack_in(self.root / "second-start", self.stack.topology)
+            return self._start(timeout)
+
+    def _start(self, timeout: float) -> "PrivateCluster":
         started = time.monotonic()
         self._started = True
         try:

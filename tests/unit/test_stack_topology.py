@@ -121,3 +121,25 @@ def test_derived_ports_that_collide_are_named():
     with pytest.raises(ConfigError, match="Kafka node 2 broker and Redis would both listen on port 9094"):
         ports.check(3, 1)
     PORTS.check(5, 3)  # the largest topology fits beside the defaults
+
+
+def test_nodes_formatting_at_once_share_one_cluster_id(tmp_path):
+    """`postbox up` formats the nodes in parallel threads: each must format with the same cluster id,
+    or the first vote between them fails with INCONSISTENT_CLUSTER_ID and a node exits."""
+    import threading
+
+    for attempt in range(40):
+        nodes = _stack(tmp_path / str(attempt), Topology(3, 1)).kafka_nodes
+        barrier = threading.Barrier(len(nodes))
+        drawn: list[str] = []
+
+        def draw(node, barrier: threading.Barrier = barrier, drawn: list[str] = drawn) -> None:
+            barrier.wait()
+            drawn.append(node._cluster_id())
+
+        threads = [threading.Thread(target=draw, args=(node,)) for node in nodes]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert len(set(drawn)) == 1, f"attempt {attempt}: the nodes drew {sorted(set(drawn))}"

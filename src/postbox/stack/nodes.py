@@ -7,6 +7,8 @@ same processes (:mod:`postbox.stack.topology` says how many).
 
 from __future__ import annotations
 
+import os
+import threading
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -27,10 +29,20 @@ def kafka_nodes(layout: StackLayout, java: Path | None, ports: StackPorts, topol
     id_file = layout.root / "kafka" / f"cluster-{count}" / "cluster.id"
 
     def cluster_id() -> str:
-        """One id for every node of the cluster, drawn by whichever node formats first."""
+        """One id for every node of the cluster, drawn by whichever node formats first.
+
+        The nodes format in parallel: the id file is created whole or not at all (a link, which
+        fails when the file exists), so no two nodes can each write an id of their own."""
         if not id_file.is_file():
             id_file.parent.mkdir(parents=True, exist_ok=True)
-            id_file.write_text(new_cluster_id() + "\n")
+            draft = id_file.with_name(f"{id_file.name}.{os.getpid()}.{threading.get_ident()}")
+            draft.write_text(new_cluster_id() + "\n")
+            try:
+                os.link(draft, id_file)
+            except FileExistsError:
+                pass  # another node drew first: its id is the cluster's
+            finally:
+                draft.unlink()
         return id_file.read_text().strip()
 
     return [
