@@ -29,6 +29,7 @@ LOCAL_PG_PORT = 5432
 LOCAL_REDIS_PORT = 6379
 LOCAL_KAFKA_PORT = 9092
 LOCAL_CONNECT_PORT = 8083
+LOCAL_SENTINEL_PORT = 26379
 
 #: The app role's connection on the local stack, without its password: `postbox up` generates the
 #: password into the state folder's secrets file; the CLI reads it there (postbox.stack.addresses)

@@ -143,3 +143,37 @@ def test_nodes_formatting_at_once_share_one_cluster_id(tmp_path):
         for thread in threads:
             thread.join()
         assert len(set(drawn)) == 1, f"attempt {attempt}: the nodes drew {sorted(set(drawn))}"
+
+
+def test_a_replicated_redis_takes_ports_above_the_primary_and_three_sentinels(tmp_path):
+    stack = _stack(tmp_path, Topology(redis_replicas=1))
+    assert [(n.name, n.port) for n in stack.redis_group.nodes] == [("redis", 6379), ("redis-2", 6380)]
+    assert [(s.name, s.port, s.quorum) for s in stack.redis_group.sentinels] == [
+        ("sentinel-1", 26379, 2), ("sentinel-2", 26380, 2), ("sentinel-3", 26381, 2)]
+    assert stack.redis_group.nodes[1].data_dir != stack.redis_group.nodes[0].data_dir
+    assert "3 Sentinels" in stack.topology.describe()
+
+
+def test_the_plain_stack_has_no_sentinel_and_keeps_its_redis_url(tmp_path):
+    stack = _stack(tmp_path)
+    assert stack.redis_group.sentinels == [] and [n.name for n in stack.redis_group.nodes] == ["redis"]
+    assert stack.redis_group.consumer_url().startswith("redis://")
+
+
+def test_a_sentinel_port_on_a_replica_is_refused_with_both_names():
+    ports = StackPorts(postgres=5432, redis=6379, kafka=9092, controller=9093, connect=8083, sentinel=6380)
+    with pytest.raises(ConfigError, match="Sentinel 1 and Redis replica 1 would both listen on port 6380"):
+        ports.check(1, 1, redis_replicas=1, sentinels=3)
+
+
+def test_a_topology_record_from_before_redis_replicas_reads_as_none(tmp_path):
+    (tmp_path / "topology.json").write_text('{"kafka_nodes": 3, "connect_workers": 2}\n')
+    assert Topology.load(tmp_path) == Topology(3, 2, 0)
+    Topology(3, 2, 1).save(tmp_path)
+    assert Topology.load(tmp_path).redis_replicas == 1
+
+
+def test_too_many_redis_replicas_are_refused_with_the_fix():
+    with pytest.raises(ConfigError, match="--redis-replicas 5") as caught:
+        Topology(redis_replicas=5)
+    assert "--redis-replicas 1" in (caught.value.fix or "")

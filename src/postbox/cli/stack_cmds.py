@@ -22,19 +22,26 @@ def register(app: typer.Typer) -> None:
     app.command("env", help="Print `export` lines for the settings that point at the local stack.")(env)
 
 
-def _stack(locate_tools: bool = True, kafka_nodes: Optional[int] = None, connect_workers: Optional[int] = None):
+def _stack(locate_tools: bool = True, kafka_nodes: Optional[int] = None, connect_workers: Optional[int] = None,
+           redis_replicas: Optional[int] = None):
     """The local stack, in the topology `up` last recorded unless counts are given."""
     from postbox.stack.layout import StackLayout
     from postbox.stack.stack import LocalStack
     from postbox.stack.topology import choose
 
     layout = StackLayout.default()
-    return LocalStack(layout, locate_tools=locate_tools, topology=choose(layout.run, kafka_nodes, connect_workers))
+    return LocalStack(layout, locate_tools=locate_tools, topology=choose(layout.run, kafka_nodes, connect_workers, redis_replicas))
 
 
 def _process_rows(status: dict) -> list[tuple[str, dict]]:
-    """(name, status line) of each process: every Kafka node and Connect worker of a larger topology."""
-    rows = [("postgres", status["postgres"]), ("redis", status["redis"])]
+    """(name, status line) of each process: every Kafka node, Connect worker, Redis node (with its
+    role) and Sentinel (with the primary it names) of a larger topology."""
+    rows = [("postgres", status["postgres"])]
+    if status["sentinels"]:
+        rows += [(n["name"], {**n, "address": f"{n['address']} ({n['role']})"}) for n in status["redis_nodes"]]
+        rows += [(s["name"], {**s, "address": f"{s['address']} (primary: {s['primary'] or 'unknown'})"}) for s in status["sentinels"]]
+    else:
+        rows.append(("redis", status["redis"]))
     for kind, members in (("kafka", status["kafka_nodes"]), ("connect", status["connect_workers"])):
         rows += [(kind, status[kind])] if len(members) == 1 else [(m["name"], m) for m in members]
     return rows
@@ -55,8 +62,12 @@ def up(
         None, "--connect-workers", metavar="M",
         help="Kafka Connect distributed workers (2: the connector's task moves when its worker dies). "
              "Default: what the last `up` here used, else 1."),
+    redis_replicas: Optional[int] = typer.Option(
+        None, "--redis-replicas", metavar="R",
+        help="Redis replicas of the primary, with 3 Sentinels that promote one when the primary dies; the stack's "
+             "consumers then connect through the Sentinels. Default: what the last `up` here used, else 0."),
 ) -> None:
-    stack = _stack(kafka_nodes=kafka_nodes, connect_workers=connect_workers)
+    stack = _stack(kafka_nodes=kafka_nodes, connect_workers=connect_workers, redis_replicas=redis_replicas)
     report = stack.up(_progress, wait_timeout=timeout)
     status = stack.status()
     if json_output:
@@ -128,10 +139,11 @@ def status(
 
 
 def _print_topology(topology: dict[str, Any]) -> None:
-    """The node counts, only when the stack runs more than one Kafka node or Connect worker."""
-    if topology["kafka_nodes"] > 1 or topology["connect_workers"] > 1:
+    """The node counts, only when the stack runs more than one Kafka node, Connect worker or Redis node."""
+    if topology["kafka_nodes"] > 1 or topology["connect_workers"] > 1 or topology["redis_replicas"]:
+        redis = f", Redis {topology['redis_replicas']} replica(s) + {topology['sentinels']} Sentinels" if topology["redis_replicas"] else ""
         console.print(f"topology: {topology['kafka_nodes']} Kafka nodes, {topology['connect_workers']} Connect workers, "
-                      f"replication factor {topology['replication_factor']}, min.insync.replicas {topology['min_insync_replicas']}",
+                      f"replication factor {topology['replication_factor']}, min.insync.replicas {topology['min_insync_replicas']}{redis}",
                       highlight=False)
 
 

@@ -18,8 +18,11 @@ from postbox.settings import LOCAL_PG_PORT, LOCAL_REDIS_PORT
 from postbox.stack.layout import default_state_dir
 from postbox.stack.secrets import read_secrets
 
-#: The file `postbox up` writes once its Redis runs with the stack's aclfile: ``port=<port>``.
+#: The file `postbox up` writes once its Redis runs with the stack's aclfile: ``port=<port>``, and
+#: for a replicated Redis a second line ``sentinels=<port>,<port>,…``.
 REDIS_ACL_MARKER = "run/redis-acl.active"
+#: The name the local Sentinels know the primary by: the service of the consumers' ``redis+sentinel://`` URL.
+SENTINEL_SERVICE = "postbox"
 
 
 def local_stack_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -39,7 +42,7 @@ def local_stack_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     try:
         secrets = read_secrets(state / "secrets.env")
         marker = state / REDIS_ACL_MARKER
-        marker_text = marker.read_text().strip() if marker.is_file() else ""
+        marker_lines = marker.read_text().split() if marker.is_file() else []
     except OSError:  # an unreadable state folder is no local stack
         return {}
     found: dict[str, str] = {}
@@ -52,14 +55,23 @@ def local_stack_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
             found[var] = database_url(user=user, password=secrets[secret], port=pg_port)
     redis_port = env.get("POSTBOX_REDIS_PORT") or str(LOCAL_REDIS_PORT)
     consumer_password = secrets.get("POSTBOX_REDIS_CONSUMER_PASSWORD")
-    if marker_text == f"port={redis_port}" and consumer_password:
-        from postbox.effects.acl import CONSUMER_USER
-
-        found["POSTBOX_REDIS_URL"] = f"redis://{CONSUMER_USER}:{consumer_password}@127.0.0.1:{redis_port}/0"
+    if marker_lines[:1] == [f"port={redis_port}"] and consumer_password:
+        found["POSTBOX_REDIS_URL"] = _consumer_redis_url(marker_lines, redis_port, consumer_password)
         # The consumer user may not read CONFIG; the stack started this Redis with this policy.
         found["POSTBOX_REDIS_APPENDFSYNC"] = env.get("POSTBOX_REDIS_APPENDFSYNC") or "always"
         found.update(_reference_functions())
     return found
+
+
+def _consumer_redis_url(marker_lines: list[str], redis_port: str, password: str) -> str:
+    """The node's URL, or the Sentinels' service when the marker lists Sentinels (a replicated Redis)."""
+    from postbox.effects.acl import CONSUMER_USER
+
+    sentinels = [line.removeprefix("sentinels=") for line in marker_lines if line.startswith("sentinels=")]
+    if not sentinels:
+        return f"redis://{CONSUMER_USER}:{password}@127.0.0.1:{redis_port}/0"
+    hosts = ",".join(f"127.0.0.1:{port}" for port in sentinels[0].split(","))
+    return f"redis+sentinel://{CONSUMER_USER}:{password}@{hosts}/{SENTINEL_SERVICE}/0"
 
 
 def _reference_functions() -> dict[str, str]:
@@ -76,4 +88,4 @@ def _reference_functions() -> dict[str, str]:
     return {"POSTBOX_LUA_DIR": str(folder)} if folder.is_dir() else {}
 
 
-__all__ = ["REDIS_ACL_MARKER", "local_stack_env"]
+__all__ = ["REDIS_ACL_MARKER", "SENTINEL_SERVICE", "local_stack_env"]

@@ -30,7 +30,7 @@ from postbox.stack.layout import StackLayout
 from postbox.stack.nodes import bootstrap, connect_workers, group_status, init_all, kafka_nodes, process_status
 from postbox.stack.ports import StackPorts
 from postbox.stack.postgres import DATABASE, LocalPostgres
-from postbox.stack.redis_server import LocalRedis
+from postbox.stack.redis_group import LocalRedisGroup
 from postbox.stack.secrets import ensure_secrets, read_secrets
 from postbox.stack.topology import Topology
 
@@ -68,12 +68,13 @@ class LocalStack:
         self.layout = layout or StackLayout.default()
         self.ports = ports or StackPorts.from_env()
         self.topology = topology or Topology.load(self.layout.run)
-        self.ports.check(self.topology.kafka_nodes, self.topology.connect_workers)
+        self.ports.check(self.topology.kafka_nodes, self.topology.connect_workers, self.topology.redis_replicas, self.topology.sentinels)
         self.tools = prereqs.toolchain() if locate_tools else None
         tools = self.tools
         java = tools.java if tools else None
         self.postgres = LocalPostgres(self.layout, tools.pg_bin if tools else _optional(prereqs.find_pg_bin), self.ports.postgres)
-        self.redis = LocalRedis(self.layout, tools.redis_server if tools else None, self.ports.redis)
+        self.redis_group = LocalRedisGroup(self.layout, tools.redis_server if tools else None, self.ports, self.topology)
+        self.redis = self.redis_group.nodes[0]
         self.kafka_nodes = kafka_nodes(self.layout, java, self.ports, self.topology)
         self.connect_workers = connect_workers(self.layout, java, self.ports, self.topology, self.kafka_nodes)
         self.kafka = self.kafka_nodes[0]
@@ -101,7 +102,7 @@ class LocalStack:
             # `postbox db retention` / `db status` / `db republish` (the cron line) and `trace`.
             "POSTBOX_MAINT_DATABASE_URL": self.maint_database_url(),
             "POSTBOX_KAFKA_BOOTSTRAP": self.kafka_bootstrap,
-            "POSTBOX_REDIS_URL": self.redis.consumer_url(),
+            "POSTBOX_REDIS_URL": self.redis_group.consumer_url(),
             "POSTBOX_CONNECT_URL": self.connect.url,
             # The consumer's ACL user may not read CONFIG: a consumer run outside this checkout
             # learns the server's fsync policy from here (postbox.effects.durability).
@@ -136,11 +137,15 @@ class LocalStack:
         if recorded == self.topology:
             return
         old = LocalStack(self.layout, self.ports, locate_tools=False, topology=recorded)
-        running = [p.name for p in (*old.kafka_nodes, *old.connect_workers) if p.running()]
+        watched = [*old.kafka_nodes, *old.connect_workers]
+        if recorded.redis_replicas != self.topology.redis_replicas:
+            watched += old.redis_group.processes
+        running = [p.name for p in watched if p.running()]
         if running:
             raise StackError(
                 f"the stack in {self.layout.root} runs {recorded.describe()} ({', '.join(running)} up); "
-                f"asked for {self.topology.kafka_nodes} Kafka node(s) and {self.topology.connect_workers} Connect worker(s)",
+                f"asked for {self.topology.kafka_nodes} Kafka node(s), {self.topology.connect_workers} Connect worker(s) "
+                f"and {self.topology.redis_replicas} Redis replica(s)",
                 fix="stop it first with `postbox down` (its data is kept), then `postbox up` with the new counts",
             )
 
@@ -160,6 +165,13 @@ class LocalStack:
         for worker in self.connect_workers:
             worker.wait_ready(wait_timeout, on_wait=_ticker(progress, f"{worker.name}: waiting for the REST API"))
 
+    def _start_redis(self, report: UpReport, progress: Say) -> None:
+        for name, outcome in self.redis_group.start():
+            report.steps.append(Step(name, outcome, outcome == "started"))
+        if self.redis_group.replicated:
+            progress(f"redis: primary {self.redis_group.primary().name} with {self.topology.redis_replicas} replica(s), "
+                     f"{self.topology.sentinels} Sentinels")
+
     def _up(self, progress: Say, wait_timeout: float) -> UpReport:
         report = UpReport()
         started = time.monotonic()
@@ -174,7 +186,7 @@ class LocalStack:
             report.steps.append(Step(f"jars/{jar_set.name}", "resolved" if resolved else "up to date", resolved))
 
         # Configuration first (cheap, and Kafka's storage format needs it), then the servers.
-        components: list[Any] = [self.postgres, self.redis, *self.kafka_nodes, *self.connect_workers]
+        components: list[Any] = [self.postgres, *self.redis_group.nodes, *self.kafka_nodes, *self.connect_workers]
         restart_needed = [component.name for component in init_all(components) if component.running()]
         if restart_needed:
             progress(f"configuration changed for {', '.join(restart_needed)}: restart with `postbox down && postbox up` to apply")
@@ -183,8 +195,7 @@ class LocalStack:
         progress(f"postgres: {'starting' if not self.postgres.running() else 'running'}…")
         pg_outcome = self.postgres.start()
         report.steps.append(Step("postgres", pg_outcome, pg_outcome == "started"))
-        redis_outcome = self.redis.start()
-        report.steps.append(Step("redis", redis_outcome, redis_outcome == "started"))
+        self._start_redis(report, progress)
 
         created = self.postgres.ensure_database()
         changes = self._init_schema(secrets)
@@ -224,19 +235,24 @@ class LocalStack:
     def down(self, progress: Say) -> list[Step]:
         """Stop in reverse dependency order, so Connect flushes its offsets to a live broker."""
         steps = []
-        components: list[Any] = [*self.connect_workers, *self.kafka_nodes, self.redis, self.postgres]
-        for component in components:
+        for component in [*self.connect_workers, *self.kafka_nodes]:
             progress(f"{component.name}: stopping…")
             stopped = component.stop()
             steps.append(Step(component.name, "stopped" if stopped else "was not running", stopped))
+        progress("redis: stopping…")
+        steps += [Step(name, "stopped" if stopped else "was not running", stopped) for name, stopped in self.redis_group.stop()]
+        progress(f"{self.postgres.name}: stopping…")
+        stopped = self.postgres.stop()
+        steps.append(Step(self.postgres.name, "stopped" if stopped else "was not running", stopped))
         return steps
 
     # -- status -----------------------------------------------------------------------------------------
     def status(self, pipeline: Pipeline = DEFAULT) -> dict[str, Any]:
         """Each component's state, and ``pipeline``'s connector, first task and replication slot."""
         components: dict[str, Any] = {}
-        for component in (self.postgres, self.redis):
-            components[component.name] = {k: v for k, v in process_status(component).items() if k != "name"}
+        components["postgres"] = {k: v for k, v in process_status(self.postgres).items() if k != "name"}
+        components["redis"] = group_status(self.redis_group.processes, self.redis.address)
+        redis = self.redis_group.status() if self.redis_group.replicated else {"nodes": [process_status(self.redis)], "sentinels": []}
         components["kafka"] = group_status(self.kafka_nodes, self.kafka_bootstrap)
         components["connect"] = group_status(self.connect_workers, self.connect.address)
         connector: dict[str, Any] = {"name": pipeline.connector, "state": "unknown"}
@@ -254,9 +270,12 @@ class LocalStack:
             "connect": components["connect"],
             "topology": {"kafka_nodes": self.topology.kafka_nodes, "connect_workers": self.topology.connect_workers,
                          "replication_factor": self.topology.replication_factor,
-                         "min_insync_replicas": self.topology.min_insync_replicas},
+                         "min_insync_replicas": self.topology.min_insync_replicas,
+                         "redis_replicas": self.topology.redis_replicas, "sentinels": self.topology.sentinels},
             "kafka_nodes": [process_status(node) for node in self.kafka_nodes],
             "connect_workers": [process_status(worker) for worker in self.connect_workers],
+            "redis_nodes": redis["nodes"],
+            "sentinels": redis["sentinels"],
             "connector": connector,
             "task": task,
             "slot": slot,
@@ -329,7 +348,7 @@ def admin_redis_url() -> str:
     For administration only (tests, benchmarks); consumers and the CLI use POSTBOX_REDIS_URL.
     """
 
-    return env_value("POSTBOX_ADMIN_REDIS_URL") or LocalStack(locate_tools=False).redis.admin_url()
+    return env_value("POSTBOX_ADMIN_REDIS_URL") or LocalStack(locate_tools=False).redis_group.admin_url()
 
 
 def admin_database_url() -> str:
