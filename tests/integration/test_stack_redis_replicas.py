@@ -118,3 +118,21 @@ def test_the_cli_settings_of_a_replicated_stack_go_through_the_sentinels(replica
     found = local_stack_env()
     assert found["POSTBOX_REDIS_URL"] == stack.env()["POSTBOX_REDIS_URL"]
     assert connect(found["POSTBOX_REDIS_URL"], socket_timeout=2).ping()
+
+
+def test_files_holding_the_replication_password_stay_the_owners_after_a_failover(replicated):
+    """The Sentinels rewrite their own files and the nodes' start files on a failover; both hold the
+    admin password (auth-pass, masterauth), so none may become readable by others."""
+    stack = replicated
+    stack.redis_group.start()
+    primary, replica = stack.redis_group.nodes
+    _wait("the replica in sync", lambda: _roles(stack)["redis-2"] == f"replica of 127.0.0.1:{primary.port}")
+    primary.kill()
+    _wait("a Sentinel naming the replica", lambda: stack.redis_group.status()["sentinels"][0]["primary"] == replica.address)
+    stack.redis_group.start()  # the old primary back, as a replica: its start file rewritten by a Sentinel
+    _wait("the old primary replicating", lambda: _roles(stack)["redis"] == f"replica of 127.0.0.1:{replica.port}")
+    password = stack.secrets()["POSTBOX_REDIS_ADMIN_PASSWORD"]
+    holding = [path for path in stack.layout.run.iterdir() if path.is_file() and password in path.read_text(errors="replace")]
+    assert {p.name for p in holding} >= {"sentinel-1.conf", "redis.conf", "redis-2.conf"}
+    for path in holding:
+        assert path.stat().st_mode & 0o077 == 0, f"{path.name} is readable by others: {oct(path.stat().st_mode)}"

@@ -135,8 +135,12 @@ class ManagedProcess:
         words = self.last_words()
         return f" (log: {self.logfile})" + (f": {words}" if words else "")
 
-    def start(self, argv: Sequence[str], env: Mapping[str, str] | None = None, cwd: Path | None = None) -> int:
-        """Start detached (own session, so Ctrl-C in the shell does not kill it) and record the pid."""
+    def start(self, argv: Sequence[str], env: Mapping[str, str] | None = None, cwd: Path | None = None,
+              umask: int = -1) -> int:
+        """Start detached (own session, so Ctrl-C in the shell does not kill it) and record the pid.
+
+        ``umask``: for a process that writes files holding secrets (Redis and Sentinel rewriting
+        their configuration with the replication password), 0o077 keeps them to the owner."""
         self.logfile.parent.mkdir(parents=True, exist_ok=True)
         self.pidfile.parent.mkdir(parents=True, exist_ok=True)
         with open(self.logfile, "ab") as log:
@@ -150,6 +154,7 @@ class ManagedProcess:
                 env=dict(env) if env is not None else None,
                 cwd=str(cwd) if cwd else None,
                 start_new_session=True,
+                umask=umask,
             )
         # Between fork and exec, /proc/<pid>/cmdline is still ours (python's): wait for the exec so
         # that `pid()` recognises the process by its marker from the first check on.

@@ -143,7 +143,7 @@ class LocalRedis:
             role = [f"replicaof 127.0.0.1 {replica_of}"] if replica_of is not None else []
             self.start_config.write_text("\n".join([f"include {self.config_path}", *role]) + "\n")
             os.chmod(self.start_config, 0o600)
-        self.process.start([str(self.redis_server), str(self.start_config)])
+        self.process.start([str(self.redis_server), str(self.start_config)], umask=0o077)
         if self.node == 1:
             if "aclfile " in self.config_path.read_text():
                 self.acl_marker.write_text(f"port={self.port}\n")  # read by postbox.stack.addresses.local_stack_env

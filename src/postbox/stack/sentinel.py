@@ -75,7 +75,7 @@ class LocalSentinel:
         if port_open("127.0.0.1", self.port):
             raise StackError(f"port {self.port} ({self.name}) is taken by {port_owner(self.port) or 'another process'}",
                              fix="stop it or set POSTBOX_SENTINEL_PORT to free ports (the Sentinels take three in a row)")
-        self.process.start([str(self.redis_server), str(self.config_path), "--sentinel"])
+        self.process.start([str(self.redis_server), str(self.config_path), "--sentinel"], umask=0o077)
         if not wait_until(self.ready, 30):
             raise StackError(f"{self.name} did not answer PING within 30 s (log: {self.log_path})")
         return "started"
