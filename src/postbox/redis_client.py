@@ -164,6 +164,21 @@ def connect(url: str, **options: Any) -> "redis.Redis | redis.RedisCluster":
 def _sentinel_primary(url: str, options: dict[str, Any]) -> "redis.Redis":
     """A client of the service's primary: its pool asks the Sentinels on every (re)connect.
     The Sentinels get the socket options and TLS of the primary, and their own credentials."""
+    manager, service, kwargs = _sentinel_manager(url, options)
+    primary: redis.Redis = manager.master_for(service, **kwargs)
+    return primary
+
+
+def sentinel_clients(url: str, **options: Any) -> tuple[list[tuple[str, "redis.Redis"]], str]:
+    """One client per Sentinel of a ``redis+sentinel://`` URL (``host:port``, client), and the
+    service: to ask each Sentinel for its own view (`postbox doctor`), not only the first that answers."""
+    manager, service, _ = _sentinel_manager(url, options)
+    parsed = parse_sentinel_url(url)
+    return [(f"{host}:{port}", client) for (host, port), client in zip(parsed.sentinels, manager.sentinels)], service
+
+
+def _sentinel_manager(url: str, options: dict[str, Any]) -> tuple[Any, str, dict[str, Any]]:
+    """redis-py's Sentinel manager for the URL, its service, and the primary's connection options."""
     import redis
     from redis.sentinel import Sentinel
 
@@ -181,8 +196,7 @@ def _sentinel_primary(url: str, options: dict[str, Any]) -> "redis.Redis":
         sentinel_kwargs["connection_class"] = redis.SSLConnection
         sentinel_kwargs.pop("ssl", None)
     manager = Sentinel(list(parsed.sentinels), sentinel_kwargs=sentinel_kwargs)  # type: ignore[no-untyped-call]
-    primary: redis.Redis = manager.master_for(parsed.service, **kwargs)  # type: ignore[no-untyped-call]
-    return primary
+    return manager, parsed.service, kwargs
 
 
 def login_error(exc: BaseException, url: str | None = None) -> ConfigError | None:

@@ -136,3 +136,32 @@ def test_files_holding_the_replication_password_stay_the_owners_after_a_failover
     assert {p.name for p in holding} >= {"sentinel-1.conf", "redis.conf", "redis-2.conf"}
     for path in holding:
         assert path.stat().st_mode & 0o077 == 0, f"{path.name} is readable by others: {oct(path.stat().st_mode)}"
+
+
+def test_doctor_names_each_redis_node_and_each_sentinel_and_warns_when_one_is_gone(replicated):
+    import json
+
+    from tests.support.cli import invoke
+
+    stack = replicated
+    stack.redis_group.start()
+    primary, replica = stack.redis_group.nodes
+    _wait("the replica in sync", lambda: _roles(stack)["redis-2"] == f"replica of 127.0.0.1:{primary.port}")
+    url = stack.env()["POSTBOX_REDIS_URL"]
+
+    def lines() -> dict[str, dict]:
+        _, out = invoke("doctor", "--redis-url", url, "--json")  # its exit code is the other checks' too
+        return {c["check"]: c for c in json.loads(out)["checks"]}
+
+    def checks_ok() -> dict[str, dict] | None:
+        found = lines()
+        return found if found["redis nodes"]["status"] == "ok" and found["redis sentinels"]["status"] == "ok" else None
+
+    found = _wait("doctor's node lines ok", checks_ok)
+    assert f"primary with 1 replica(s): 127.0.0.1:{replica.port} online" in found["redis nodes"]["detail"]
+    assert found["redis sentinels"]["detail"].startswith(f"3 of 3 Sentinel(s) name 127.0.0.1:{primary.port}")
+
+    stack.redis_group.sentinels[2].kill()
+    silent = lines()["redis sentinels"]
+    assert silent["status"] == "warn" and f"silent: 127.0.0.1:{stack.ports.sentinel + 2}" in silent["detail"]
+    assert "a failover needs a majority" in silent["fix"]

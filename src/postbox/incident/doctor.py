@@ -38,6 +38,7 @@ def run_checks(settings: Settings, connector_name: str | None, kafka_factory: Ca
     checks += _postgres(settings, pipeline)
     checks += _connect(settings, connector_name or pipeline.connector, pipeline.flag)
     checks.append(_kafka(kafka_factory))
+    checks += _guard("kafka nodes", lambda: _kafka_nodes(kafka_factory))
     checks += _redis(settings)
     checks += _guard("marker TTL", lambda: _marker_ttl(settings, kafka_factory))
     checks.append(_schemas())
@@ -203,6 +204,7 @@ def _redis(settings: Settings) -> list[Check]:
                     *(Check(n, "skip", "Redis unreachable") for n in ("redis eviction", "redis persistence", "scripts loadable"))]
         version = client.info("server").get("redis_version", "?")
         out = [Check("redis reachable", "ok", f"{redact_url(settings.redis_url)} (Redis {version})")]
+        out += _guard("redis nodes", lambda: _redis_nodes(client, settings.redis_url))
         out += _guard("redis eviction", lambda: _eviction(client))
         verdict = check_persistence(client)
         out.append(Check("redis persistence", "ok" if verdict.durable else "warn", f"{verdict.method}: {verdict.reason}",
@@ -217,6 +219,71 @@ def _redis(settings: Settings) -> list[Check]:
         return out
     finally:
         client.close()
+
+
+def _kafka_nodes(kafka_factory: Callable[[], Any]) -> Check:
+    """Every broker, the controller, and which brokers the outbox partitions miss in their ISR."""
+    from postbox.incident.doctor_nodes import kafka_nodes
+
+    kafka = kafka_factory()
+    try:
+        md = kafka.metadata(refresh=True)
+    finally:
+        kafka.close()
+    brokers = {b.id: f"{b.host}:{b.port}" for b in md.brokers.values()}
+    partitions = {name: [(p.replicas, p.isrs) for p in topic.partitions.values()]
+                  for name, topic in md.topics.items() if name.startswith(TOPIC_PREFIX)}
+    verdict = kafka_nodes(brokers, getattr(md, "controller_id", None), partitions)
+    return Check("kafka nodes", verdict.status, verdict.detail, verdict.fix)
+
+
+def _redis_nodes(client: Any, url: str) -> list[Check]:
+    """The primary's replicas (``INFO replication``) and, through Sentinels, what each Sentinel names."""
+    from postbox.incident.doctor_nodes import redis_replication
+    from postbox.redis_client import is_cluster_url, is_sentinel_url
+
+    if is_cluster_url(url):
+        return [Check("redis nodes", "skip", "a cluster: `redis-cli --cluster check <node>` lists every master and replica")]
+    replication = redis_replication(client.info("replication"), redact_url(url))
+    out = [Check("redis nodes", replication.status, replication.detail, replication.fix)]
+    if is_sentinel_url(url):
+        out.append(_sentinels(url))
+    return out
+
+
+def _sentinels(url: str) -> Check:
+    import redis
+
+    from postbox.incident.doctor_nodes import sentinel_view
+    from postbox.redis_client import sentinel_clients
+
+    clients, service = sentinel_clients(url, socket_connect_timeout=2, socket_timeout=3)
+    answers: dict[str, tuple[str, int] | None] = {}
+    replicas: list[dict[str, Any]] = []
+    for name, sentinel in clients:
+        try:
+            found = sentinel.sentinel_get_master_addr_by_name(service)
+            answers[name] = (_text(found[0]), int(found[1])) if found else None
+            if not replicas:
+                replicas = [{"ip": _text(r.get("ip")), "port": r.get("port"), "flags": _flags(r.get("flags"))}
+                            for r in sentinel.sentinel_slaves(service)]
+        except redis.RedisError:
+            answers[name] = None
+        finally:
+            sentinel.close()
+    verdict = sentinel_view(answers, replicas, service)
+    return Check("redis sentinels", verdict.status, verdict.detail, verdict.fix)
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _flags(value: Any) -> str:
+    """Sentinel's flags as ``a,b`` whether redis-py parsed them into a set or left the string."""
+    if isinstance(value, (set, frozenset, list, tuple)):
+        return ",".join(sorted(_text(v) for v in value))
+    return _text(value or "")
 
 
 def _eviction(client: Any) -> Check:
