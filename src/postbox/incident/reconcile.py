@@ -12,7 +12,8 @@ no I/O, what became of each event:
   is at or after the group's committed offset), *missing* (committed past, no marker, no dead
   letter), or *unknown: marker gone* when no marker can prove it any more: the record is older
   than the group's marker TTL (a marker lives at most that long after its apply, and no apply is
-  earlier than the record), or the Redis can evict keys and did. Never counted as applied.
+  earlier than the record), or the Redis evicted keys (the reader says when it may have). Never
+  counted as applied, nor as missing: an evicted marker says nothing of the effect.
 
 Anything missing makes the exit code 1; nothing missing but some event unproven (marker gone)
 makes it 3, so a script cannot read "could not prove it" as "nothing lost" (2 stays the usage
@@ -186,10 +187,15 @@ def group_state(copy: Copy, group: GroupState, now: datetime) -> str:
     committed = group.committed.get((copy.topic, copy.partition))
     if committed is None or committed <= copy.offset:
         return PENDING
-    recorded = datetime.fromtimestamp(copy.timestamp_ms / 1000, tz=now.tzinfo)
-    if group.eviction is not None or now - min(recorded, copy.created_at) >= group.marker_ttl:
+    if group.eviction is not None or _expired(copy, group, now):
         return MARKER_GONE
     return MISSING
+
+
+def _expired(copy: Copy, group: GroupState, now: datetime) -> bool:
+    """Whether the record is older than the group's marker TTL: its marker is gone whatever happened."""
+    recorded = datetime.fromtimestamp(copy.timestamp_ms / 1000, tz=now.tzinfo)
+    return now - min(recorded, copy.created_at) >= group.marker_ttl
 
 
 def first_copies(copies: Sequence[Copy], window: Window) -> dict[str, list[Copy]]:
@@ -270,7 +276,7 @@ def _group(group: GroupState, by_id: Mapping[str, list[Copy]], doubled: Mapping[
 
 
 def _marker_gone(first: Copy, group: GroupState, now: datetime) -> Finding:
-    expired = now - min(datetime.fromtimestamp(first.timestamp_ms / 1000, tz=now.tzinfo), first.created_at) >= group.marker_ttl
+    expired = _expired(first, group, now)
     why = f"the record is older than the group's marker TTL ({_days(group.marker_ttl)})" if expired or not group.eviction else group.eviction
     where = f" (by default under {{{first.aggregate_type}:{first.key}}})" if first.aggregate_type and first.key is not None else ""
     return Finding(first.event_id, MARKER_GONE, group.group, f"{first.place}, committed past; no marker: {why}",
