@@ -5,7 +5,8 @@ or ``total_cents`` for order events) in ``{<aggregate_type>:<aggregate_id>}:seq`
 and exactly-once are visible at once) and counts them in ``...:count``.
 
 ``strict``: typed handlers for the failure tests — ``Counted`` (like ``app``), ``AsyncCounted``
-(async), ``Boom`` (always raises ValueError), ``Flaky`` (raises on its first attempt per event in
+(async), ``RoutedCounted`` (counts under ``{customer:<payload customer>}``, its declared routing
+key, so its markers carry that tag, not the aggregate's), ``Boom`` (always raises ValueError), ``Flaky`` (raises on its first attempt per event in
 this process, then counts), ``Clash`` (pushes, then HSETs ``...:str``, which the test made a string:
 WRONGTYPE at command 1, so the push is undone). No catch-all: other event types are unknown.
 
@@ -81,6 +82,11 @@ def counted(event: Event, fx: Effects) -> None:
 async def async_counted(event: Event, fx: Effects) -> None:
     await asyncio.sleep(0)
     record(event, fx)
+
+
+@strict.handler("*", "RoutedCounted", routing_key=lambda e: aggregate_keys("customer", e.payload["customer"])())
+def routed_counted(event: Event, fx: Effects) -> None:
+    fx.rpush(aggregate_keys("customer", event.payload["customer"])("seq"), seq_of(event))
 
 
 @strict.handler("*", "Boom")

@@ -13,10 +13,13 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-c", "from postbox.cli import main; main()"]
+#: The checkout's own code first: in a git worktree the venv's editable install points at another
+#: checkout, whose postbox the subprocess would import instead.
+PYTHONPATH = os.pathsep.join([str(ROOT / "src"), str(ROOT)])
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120, stdin: str | None = None) -> subprocess.CompletedProcess:
-    full_env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200", **(env or {})}
+    full_env = {**os.environ, "PYTHONPATH": PYTHONPATH, "COLUMNS": "200", **(env or {})}
     return subprocess.run([*CLI, *args], capture_output=True, text=True, env=full_env, timeout=timeout, input=stdin)
 
 
@@ -49,7 +52,7 @@ class Consumer:
         self.process: subprocess.Popen | None = None
 
     def start(self) -> "Consumer":
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "POSTBOX_METRICS_PORT": "0", "POSTBOX_HANDLER_RETRIES": "0",
+        env = {**os.environ, "PYTHONPATH": PYTHONPATH, "POSTBOX_METRICS_PORT": "0", "POSTBOX_HANDLER_RETRIES": "0",
                "POSTBOX_SESSION_TIMEOUT_MS": "10000", **self.env}
         handle = open(self.log, "ab")
         self.process = subprocess.Popen(

@@ -5,7 +5,10 @@ an event applied, one dead-lettered (WRONGTYPE), one re-sent by another client (
 in Kafka: applied once); then, with the consumer stopped, one event the group's offsets are moved
 past (missing in Redis); then that event's and the first event's markers deleted, read with a
 marker TTL that no longer covers them (unknown: marker gone, never applied). And events written
-to an outbox whose pipeline has no connector (never published: missing in Kafka).
+to an outbox whose pipeline has no connector (never published: missing in Kafka). And a group on
+a private Redis whose admin turned eviction on after the consumer applied: the evicted markers are
+unknown, never missing nor applied. And a handler with its own routing key, whose markers no
+record's key tells: found by the SCAN, applied.
 
 Not disruptive: its own aggregate types, topics, group, pipeline schema; the shared connector is
 never touched.
@@ -28,6 +31,7 @@ from tests.integration.incident_support import Consumer, cli_json, insert, run_c
 from tests.support.consumers import commit_offset, committed
 from tests.support.independent import produce_independently
 from tests.support.kafka import read_until
+from tests.support.redis_servers import RedisServer
 
 pytestmark = pytest.mark.integration
 
@@ -86,7 +90,7 @@ def test_reconcile_finds_each_gap_hop_by_hop(settings: Settings, pg_conn, redis_
     for key in redis_client.scan_iter(match=f"postbox:*:seen:{group}:*"):
         if key.decode().endswith(e1):
             redis_client.delete(key)
-    gone = cli_json("reconcile", "--since", since, "--aggregate-type", agg, "--group", group, "--marker-ttl", "1s", expect=0)
+    gone = cli_json("reconcile", "--since", since, "--aggregate-type", agg, "--group", group, "--marker-ttl", "1s", expect=3)
     (g,) = gone["groups"]
     assert (g["applied"], g["marker_gone"], g["missing"], g["dead_lettered"]) == (0, 2, 0, 1), g
     assert {f["event_id"] for f in gone["findings"] if f["kind"] == "unknown: marker gone"} == {e1, e4}
@@ -113,3 +117,83 @@ def test_rows_of_a_pipeline_without_a_connector_are_missing_in_kafka(
     finally:
         admin_conn.execute(f"DROP SCHEMA IF EXISTS {pipeline.schema} CASCADE")
         admin_conn.execute(f"DROP PUBLICATION IF EXISTS {pipeline.publication}")
+
+
+def _evict_markers(client, group: str) -> int:
+    """What an admin does to a Redis the consumer already wrote to: an evicting policy and a
+    maxmemory just above what it holds (the consumer refuses such a Redis at start, not later),
+    then writes until every marker of ``group`` is evicted. Fillers live longer than a marker, so
+    ``volatile-ttl`` takes the markers first. Returns INFO's evicted_keys."""
+    client.config_set("maxmemory-policy", "volatile-ttl")
+    client.config_set("maxmemory", int(client.info("memory")["used_memory"]) + 2 * 1024 * 1024)
+    filler = b"x" * 4096
+    for batch in range(200):
+        pipe = client.pipeline(transaction=False)
+        for n in range(500):
+            pipe.set(f"filler:{batch}:{n}", filler, ex=30 * 86400)
+        pipe.execute()
+        if not list(client.scan_iter(match=f"postbox:*:seen:{group}:*", count=10_000)):
+            break
+    return int(client.info("stats")["evicted_keys"])
+
+
+def test_markers_evicted_by_redis_are_unknown_never_missing_nor_applied(settings: Settings, pg_conn, unique: str, tmp_path: Path) -> None:
+    agg, group = f"reve{unique}", f"reveg{unique}"
+    topic = f"outbox.event.{agg}"
+    since = _iso(datetime.now(timezone.utc) - timedelta(seconds=2))
+    with RedisServer() as server:
+        client = server.client()
+        applied = [insert(pg_conn, agg, f"a{n}", "Counted", {"seq": n}) for n in range(3)]
+        read_until(settings.kafka_bootstrap, topic, lambda rs: len(rs) >= 3)
+        consumer = Consumer(group, topic, tmp_path / "consumer.log", env={"POSTBOX_REDIS_URL": server.url}).start()
+        try:
+            wait_for(lambda: sum(o for o in committed(settings.kafka_bootstrap, group, topic, 3).values() if o > 0) >= 3, 90,
+                     f"group {group} to apply the three records\n{consumer.logs()}")  # fmt: skip
+        finally:
+            consumer.stop()
+        assert len(list(client.scan_iter(match=f"postbox:*:seen:{group}:*"))) == 3, "the consumer left one marker per event"
+        fresh = cli_json("reconcile", "--since", since, "--aggregate-type", agg, "--group", group, "--redis-url", server.url, expect=0)
+        assert fresh["groups"][0]["applied"] == 3 and fresh["unknown"] == 0, fresh["groups"]
+        later = insert(pg_conn, agg, "a9", "Counted", {"seq": 9})  # never consumed: pending, whatever Redis lost
+        read_until(settings.kafka_bootstrap, topic, lambda rs: any(r.event_id == later for r in rs))
+
+        evicted = _evict_markers(client, group)
+        assert evicted > 0 and not list(client.scan_iter(match=f"postbox:*:seen:{group}:*")), evicted
+        client.config_set("maxmemory-policy", "noeviction")  # put back after the incident: the markers stay gone
+
+        done = run_cli("reconcile", "--since", since, "--aggregate-type", agg, "--group", group, "--redis-url", server.url, "--json")
+        piped = run_cli("reconcile", "--since", since, "--aggregate-type", agg, "--group", group, "--redis-url", server.url)
+    assert done.returncode == 3, done.stdout[-2000:] + done.stderr[-2000:]
+    report = json.loads(done.stdout)
+    (g,) = report["groups"]
+    assert (g["applied"], g["missing"], g["marker_gone"], g["pending"]) == (0, 0, 3, 1), g
+    assert report["missing"] == 0 and report["unknown"] == 3 and report["exit_code"] == 3
+    gone = {f["event_id"]: f for f in report["findings"] if f["kind"] == "unknown: marker gone"}
+    assert set(gone) == set(applied)
+    for f in gone.values():
+        assert f"Redis evicted {evicted:,} key(s)" in f["last_seen"], f
+        assert f["fix"].startswith(f"postbox trace {f['event_id']}") and f"{{{agg}:" in f["fix"], f
+    assert report["audit"]["outcome"] == "unknown 3"
+    assert piped.returncode == 3 and f"{applied[0]}\tunknown: marker gone\t{group}\t" in piped.stdout, piped.stdout[-2000:]
+
+
+def test_markers_under_a_handlers_own_routing_key_are_found(settings: Settings, pg_conn, unique: str, tmp_path: Path) -> None:
+    agg, group = f"rerk{unique}", f"rerkg{unique}"
+    topic = f"outbox.event.{agg}"
+    since = _iso(datetime.now(timezone.utc) - timedelta(seconds=2))
+    with RedisServer() as server:
+        client = server.client()
+        ids = [insert(pg_conn, agg, f"a{n}", "RoutedCounted", {"seq": n, "customer": f"c{n % 2}"}) for n in range(4)]
+        read_until(settings.kafka_bootstrap, topic, lambda rs: len(rs) >= 4)
+        consumer = Consumer(group, topic, tmp_path / "consumer.log", env={"POSTBOX_REDIS_URL": server.url}).start()
+        try:
+            wait_for(lambda: sum(o for o in committed(settings.kafka_bootstrap, group, topic, 3).values() if o > 0) >= 4, 90,
+                     f"group {group} to apply the four records\n{consumer.logs()}")  # fmt: skip
+        finally:
+            consumer.stop()
+        markers = [k.decode() for k in client.scan_iter(match=f"postbox:*:seen:{group}:*")]
+        assert {k.rsplit(":", 1)[1] for k in markers} == set(ids) and all(k.startswith("postbox:{customer:c") for k in markers), markers
+        report = cli_json("reconcile", "--since", since, "--aggregate-type", agg, "--group", group, "--redis-url", server.url, expect=0)
+    (g,) = report["groups"]
+    assert (g["applied"], g["missing"], g["marker_gone"]) == (4, 0, 0), (g, report["findings"])
+    assert report["events"] == 4 and not report["findings"], report["findings"]

@@ -148,9 +148,21 @@ def test_an_evicting_redis_makes_every_absent_marker_unknown() -> None:
     copy = Copy("e1", TOPIC, 0, 0, int(created.timestamp() * 1000), created)
     group = GroupState("g", {(TOPIC, 0): 1}, {}, frozenset(), TTL, eviction="maxmemory-policy allkeys-lru evicted 3 keys")
     result = reconcile(Window(created, NOW, NOW), OutboxState(None), [copy], [group])
-    assert result.groups[0].counts[MARKER_GONE] == 1 and result.exit_code == 0
+    assert result.groups[0].counts[MARKER_GONE] == 1 and result.exit_code == 3 and result.unknown == 1
     (finding,) = result.findings
     assert "evicted 3 keys" in finding.last_seen and finding.fix and finding.fix.startswith("postbox trace e1")
+
+
+def test_missing_outranks_unknown_in_the_exit_code() -> None:
+    """1 (act: something is lost) wins over 3 (unproven), which wins over 0."""
+    created = NOW - timedelta(minutes=5)
+    ms = int(created.timestamp() * 1000)
+    copies = [Copy("e1", TOPIC, 0, 0, ms, created), Copy("e2", TOPIC, 1, 0, ms, created)]
+    evicting = GroupState("g", {(TOPIC, 0): 1}, {}, frozenset(), TTL, eviction="Redis evicted 3 key(s)")
+    intact = GroupState("h", {(TOPIC, 1): 1}, {}, frozenset(), TTL)
+    both = reconcile(Window(created, NOW, NOW), OutboxState(None), copies, [evicting, intact])
+    assert (both.unknown, both.missing, both.exit_code) == (1, 1, 1)
+    assert both.as_dict()["exit_code"] == 1 and both.as_dict()["unknown"] == 1
 
 
 def test_a_doubled_event_applied_once_is_reported_and_not_missing() -> None:

@@ -23,7 +23,7 @@ from postbox.cli.output import JsonAliasOpt, Listing, OutputFormat, OutputOpt, n
 
 
 def register(app: typer.Typer) -> None:
-    app.command("reconcile", help="Prove for a window that nothing was lost or doubled: outbox rows ↔ Kafka records ↔ each group's applies, with the fix per finding.")(reconcile)  # fmt: skip
+    app.command("reconcile", help="Prove for a window that nothing was lost or doubled: outbox rows ↔ Kafka records ↔ each group's applies, with the fix per finding. Exit 0: every event proven; 1: something is missing; 3: nothing missing, but some events are unproven (marker gone: expired or evicted); 2: usage error.")(reconcile)  # fmt: skip
 
 
 @kafka_client_options
@@ -34,7 +34,7 @@ def reconcile(
     group: Optional[list[str]] = typer.Option(None, "--group", "-g", callback=group_id, metavar="GROUP", help="Only this consumer group (repeatable; default: every group with commits on the topics)."),
     database_url: Optional[str] = typer.Option(None, "--database-url", help="A role that may read the outbox (else POSTBOX_ADMIN_DATABASE_URL, POSTBOX_MAINT_DATABASE_URL, the local stack's postbox_maint)."),
     marker_ttl: Optional[str] = typer.Option(None, "--marker-ttl", help="Dedupe marker TTL (env POSTBOX_MARKER_TTL; default: each group's published TTL, else 8d)."),
-    max_scan: int = typer.Option(5_000_000, "--max-scan", min=1, help="Read at most this many Kafka records (and as many dead letters)."),
+    max_scan: int = typer.Option(5_000_000, "--max-scan", min=1, help="Read at most this many Kafka records (and as many dead letters); search markers under other routing keys only in a Redis of at most this many keys."),
     pipeline: Optional[str] = PipelineOpt,
     output: Optional[OutputFormat] = OutputOpt,
     json_output: bool = JsonAliasOpt,
@@ -89,4 +89,6 @@ def _print(result: Any, fmt: OutputFormat) -> None:
     for line in result.notes:
         note(f"note: {line}", fmt)
     verdict = (f"{result.missing:,} event(s) missing" if result.missing else "nothing missing") + f" of {result.events:,} in the window"
+    if result.unknown:
+        verdict += f"; {result.unknown:,} group apply(ies) unproven (marker gone: check their effects, see the findings)"
     note(verdict, fmt)

@@ -12,9 +12,12 @@ no I/O, what became of each event:
   is at or after the group's committed offset), *missing* (committed past, no marker, no dead
   letter), or *unknown: marker gone* when no marker can prove it any more: the record is older
   than the group's marker TTL (a marker lives at most that long after its apply, and no apply is
-  earlier than the record), or the Redis can evict keys and did. Never counted as applied.
+  earlier than the record), or the Redis evicted keys (the reader says when it may have). Never
+  counted as applied, nor as missing: an evicted marker says nothing of the effect.
 
-Anything missing makes the exit code 1; each finding carries the fix to run (never run here).
+Anything missing makes the exit code 1; nothing missing but some event unproven (marker gone)
+makes it 3, so a script cannot read "could not prove it" as "nothing lost" (2 stays the usage
+error, as in every command). Each finding carries the fix to run (never run here).
 """
 
 from __future__ import annotations
@@ -33,6 +36,9 @@ PENDING = "pending"
 MISSING = "missing"
 MARKER_GONE = "unknown: marker gone"
 GROUP_STATES = (APPLIED, DEAD_LETTERED, PENDING, MISSING, MARKER_GONE)
+#: Exit codes: something is missing (act on it); nothing is missing but some events are unproven.
+EXIT_MISSING = 1
+EXIT_UNKNOWN = 3
 
 
 @dataclass(frozen=True)
@@ -146,8 +152,13 @@ class Reconciliation:
         return self.missing_in_kafka + sum(g.counts[MISSING] for g in self.groups)
 
     @property
+    def unknown(self) -> int:
+        """Events of the window no group's marker can prove any more (marker gone)."""
+        return sum(g.counts[MARKER_GONE] for g in self.groups)
+
+    @property
     def exit_code(self) -> int:
-        return 1 if self.missing else 0
+        return EXIT_MISSING if self.missing else (EXIT_UNKNOWN if self.unknown else 0)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -155,7 +166,7 @@ class Reconciliation:
             "outbox": {"rows": self.outbox_rows, "oldest_retained": iso(self.oldest_retained), "retention_cut": self.retention_cut},
             "kafka": {"events": self.published, "records": self.records, "doubled": self.doubled,
                       "missing": self.missing_in_kafka, "not_in_outbox": self.kafka_only},
-            "events": self.events, "missing": self.missing,
+            "events": self.events, "missing": self.missing, "unknown": self.unknown, "exit_code": self.exit_code,
             "groups": [g.as_dict() for g in self.groups],
             "findings": [f.as_dict() for f in self.findings],
             "notes": self.notes,
@@ -176,10 +187,15 @@ def group_state(copy: Copy, group: GroupState, now: datetime) -> str:
     committed = group.committed.get((copy.topic, copy.partition))
     if committed is None or committed <= copy.offset:
         return PENDING
-    recorded = datetime.fromtimestamp(copy.timestamp_ms / 1000, tz=now.tzinfo)
-    if group.eviction is not None or now - min(recorded, copy.created_at) >= group.marker_ttl:
+    if group.eviction is not None or _expired(copy, group, now):
         return MARKER_GONE
     return MISSING
+
+
+def _expired(copy: Copy, group: GroupState, now: datetime) -> bool:
+    """Whether the record is older than the group's marker TTL: its marker is gone whatever happened."""
+    recorded = datetime.fromtimestamp(copy.timestamp_ms / 1000, tz=now.tzinfo)
+    return now - min(recorded, copy.created_at) >= group.marker_ttl
 
 
 def first_copies(copies: Sequence[Copy], window: Window) -> dict[str, list[Copy]]:
@@ -253,16 +269,19 @@ def _group(group: GroupState, by_id: Mapping[str, list[Copy]], doubled: Mapping[
         elif state == DEAD_LETTERED:
             findings.append(_dead_letter(first, group))
         elif state == MARKER_GONE:
-            findings.append(_marker_gone(first, group))
+            findings.append(_marker_gone(first, group, window.now))
     replay = _replay_fix(group.group, missing)
     findings += [Finding(c.event_id, MISSING, group.group, f"{c.place}, committed past; no marker, no dead letter", replay) for c in missing]
     return summary
 
 
-def _marker_gone(first: Copy, group: GroupState) -> Finding:
-    why = group.eviction or f"the record is older than the group's marker TTL ({_days(group.marker_ttl)})"
+def _marker_gone(first: Copy, group: GroupState, now: datetime) -> Finding:
+    expired = _expired(first, group, now)
+    why = f"the record is older than the group's marker TTL ({_days(group.marker_ttl)})" if expired or not group.eviction else group.eviction
+    where = f" (by default under {{{first.aggregate_type}:{first.key}}})" if first.aggregate_type and first.key is not None else ""
     return Finding(first.event_id, MARKER_GONE, group.group, f"{first.place}, committed past; no marker: {why}",
-                   f"postbox trace {first.event_id} (look for its effect: a replay could apply it twice)")
+                   f"postbox trace {first.event_id}, then look for the event's effect in the handler's keys{where}: "
+                   f"there → applied, nothing to do; not there → replay it (a replay of an applied event applies it twice)")
 
 
 def _replay_fix(group: str, missing: list[Copy]) -> str | None:
@@ -297,5 +316,5 @@ def _days(ttl: timedelta) -> str:
     return human(ttl)
 
 
-__all__ = ["APPLIED", "Copy", "DEAD_LETTERED", "Finding", "GroupState", "MARKER_GONE", "MISSING", "OutboxState", "PENDING",
+__all__ = ["APPLIED", "Copy", "DEAD_LETTERED", "EXIT_MISSING", "EXIT_UNKNOWN", "Finding", "GroupState", "MARKER_GONE", "MISSING", "OutboxState", "PENDING",
            "Reconciliation", "Row", "Window", "group_state", "reconcile"]  # fmt: skip

@@ -12,7 +12,10 @@
 - **dead letters**: ``<topic>.dlq`` from the window's start to its end of log (a dead letter is
   written after its record), the event ids per group.
 - **Redis**: every record's marker under its aggregate's tag and under the legacy event-id tag,
-  ``GET`` in pipelines of a few thousand keys (on a cluster the client routes each key to its slot).
+  ``GET`` in pipelines of a few thousand keys (on a cluster the client routes each key to its slot);
+  the events of a group still without a marker then by one SCAN of the group's marker pattern
+  (a handler's own routing key, or a legacy marker under its first effect key's tag, puts the
+  marker under a tag no Kafka record tells).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from postbox.consumer.dlq_record import H_GROUP
-from postbox.effects.keys import KeyLayout
+from postbox.effects.keys import KeyLayout, escape_group, glob_escape
 from postbox.incident.reconcile import Copy, OutboxState, Row
 from postbox.incident.records import parse_iso, uuid7_time
 from postbox.incident.redis_state import NAMESPACE
@@ -167,26 +170,90 @@ def read_markers(client: Any, group: str, copies: Iterable[Copy], *, namespace: 
     return found
 
 
-def eviction(client: Any) -> str | None:
-    """Why markers may be gone early: a ``maxmemory-policy`` that evicts and evicted keys (None:
-    it cannot, or did not; or INFO is not allowed, which says nothing either way)."""
+def scan_markers(client: Any, group: str, event_ids: Iterable[str], *, namespace: str = NAMESPACE, max_keys: int,
+                 progress: Progress | None = None) -> tuple[dict[str, bytes], bool]:  # fmt: skip
+    """({event id: marker value}, searched) for markers the direct GETs missed: those of a handler
+    that declares its own routing key (its tag is the routing key's, which no Kafka record
+    carries) or legacy markers under the first effect key's tag. One SCAN over the group's marker
+    pattern (both spellings of the group), then pipelined GETs of the keys of wanted events.
+    Not searched (False) when the Redis holds more than ``max_keys`` keys."""
+    wanted = set(event_ids)
+    if not wanted:
+        return {}, True
+    layout = KeyLayout(namespace, group, slot_aligned=False)
+    heads = list(dict.fromkeys([escape_group(layout.group) + b":", layout.group + b":"]))
+    total = int(client.dbsize())
+    if total > max_keys:
+        return {}, False
+    keys: dict[bytes, str] = {}
+    ns = glob_escape(namespace.encode())
+    for n, head in enumerate(heads):
+        for key in client.scan_iter(match=b"%s:{*}:seen:%s*" % (ns, glob_escape(head)), count=10_000):
+            eid = _marker_event_id(key, head)
+            if eid in wanted:
+                keys.setdefault(key, eid)
+        if progress is not None:
+            progress(n + 1, len(heads))
+    found: dict[str, bytes] = {}
+    listed = list(keys.items())
+    for start in range(0, len(listed), REDIS_BATCH):
+        chunk = listed[start:start + REDIS_BATCH]
+        pipe = client.pipeline(transaction=False)
+        for key, _ in chunk:
+            pipe.get(key)
+        for (_, eid), value in zip(chunk, pipe.execute()):
+            if value is not None:
+                found.setdefault(eid, value)
+    return found, True
+
+
+def _marker_event_id(key: bytes, head: bytes) -> str | None:
+    """The event id of marker ``key`` when its group part is ``head`` (``<group>:``), else None:
+    a tag holds no ``}``, so the first ``}:seen:`` ends it."""
+    _, sep, rest = key.partition(b"}:seen:")
+    if not sep or not rest.startswith(head):
+        return None
+    return rest[len(head):].decode("utf-8", "replace")
+
+
+def eviction(client: Any, since: datetime | None = None, now: datetime | None = None) -> str | None:
+    """Why absent markers may have been evicted (None: no key was evicted, or INFO is not allowed,
+    which says nothing either way).
+
+    ``evicted_keys`` counts since the server's start whatever the policy is *now*: an operator who
+    set ``noeviction`` back after the incident does not bring the evicted markers back, so any
+    eviction counts. With none counted, a policy that can evict still counts when the server
+    started after ``since`` (the counter does not cover the window). A cluster: summed over the
+    nodes that answer."""
     try:
-        memory = client.info("memory")
-        stats = client.info("stats")
+        nodes = _per_node(client.info("memory")), _per_node(client.info("stats")), _per_node(client.info("server"))
     except Exception:  # an ACL that refuses INFO: the TTL rule still holds
         return None
-    if isinstance(memory, dict) and len(memory) and all(isinstance(v, dict) for v in memory.values()):
-        memory = next(iter(memory.values()))  # a cluster answers per node: one node speaks for the rest
-        stats = next(iter(stats.values()))
-    policy = str(memory.get("maxmemory_policy", "noeviction"))
-    evicted = int(stats.get("evicted_keys", 0) or 0)
-    if policy == "noeviction" or not int(memory.get("maxmemory", 0) or 0) or not evicted:
+    memory, stats, server = nodes
+    evicted = sum(int(s.get("evicted_keys", 0) or 0) for s in stats)
+    policies = sorted({str(m.get("maxmemory_policy", "noeviction")) for m in memory})
+    policy = ", ".join(policies) or "noeviction"
+    if evicted:
+        return f"Redis evicted {evicted:,} key(s) since its start (maxmemory-policy {policy} now); the marker may be one of them"
+    uptimes = [int(s.get("uptime_in_seconds", 0) or 0) for s in server]
+    if since is None or not uptimes or policies == ["noeviction"]:
         return None
-    return f"Redis evicts keys (maxmemory-policy {policy}) and has evicted {evicted:,} since its start"
+    started = (now or datetime.now(timezone.utc)) - timedelta(seconds=min(uptimes))
+    if started <= since - EARLY_MARGIN:
+        return None
+    return (f"Redis can evict keys (maxmemory-policy {policy}) and started at {started.isoformat(timespec='seconds')}, "
+            "after the window began: evictions before its start are not counted")
+
+
+def _per_node(reply: Any) -> list[dict[str, Any]]:
+    """INFO's reply as one dict per server (a cluster client answers {node: {...}})."""
+    if isinstance(reply, dict) and len(reply) and all(isinstance(v, dict) for v in reply.values()):
+        return list(reply.values())
+    return [reply] if isinstance(reply, dict) else []
 
 
 def _ms(when: datetime) -> int:
     return int(when.timestamp() * 1000)
 
 
-__all__ = ["read_copies", "read_dead_letters", "read_markers", "read_outbox", "eviction", "marker_keys", "uuid7_floor"]
+__all__ = ["read_copies", "read_dead_letters", "read_markers", "read_outbox", "eviction", "marker_keys", "scan_markers", "uuid7_floor"]

@@ -63,10 +63,11 @@ def run_reconcile(request: ReconcileRequest, settings: Settings, progress_factor
             committed = _committed(kafka, topics, request.groups)
         window = Window(request.since, request.until, now, None if request.pipeline == DEFAULT else request.pipeline.name)
         mine = [c for c in copies if window.since <= c.created_at < window.until]
-        groups = _group_states(state, committed, mine, letters, request.marker_ttl_flag, progress_factory)
+        groups, marker_notes = _group_states(state, committed, mine, letters, request, now, progress_factory)
     finally:
         state.close()
     result = reconcile(window, outbox, copies, groups)
+    result.notes.extend(marker_notes)
     if not complete:
         result.notes.append(f"the Kafka read stopped after {scanned:,} records (--max-scan): raise it to see the whole window")
     if not letters_complete:
@@ -94,30 +95,46 @@ def _committed(kafka: Kafka, topics: list[str], groups: tuple[str, ...]) -> dict
 
 
 def _group_states(state: RedisState, committed: dict[str, dict[tuple[str, int], int]], copies: list[Any],
-                  letters: dict[str | None, set[str]], ttl_flag: str | None, progress_factory: ProgressFactory) -> list[GroupState]:  # fmt: skip
-    ttls = published_marker_ttls(state.client, ttl_flag) or {}
-    fallback = marker_ttl(ttl_flag)
-    evicting = read.eviction(state.client)
+                  letters: dict[str | None, set[str]], request: ReconcileRequest, now: datetime,
+                  progress_factory: ProgressFactory) -> tuple[list[GroupState], list[str]]:  # fmt: skip
+    """Each group's state, and notes (a marker search that could not run)."""
+    ttls = published_marker_ttls(state.client, request.marker_ttl_flag) or {}
+    fallback = marker_ttl(request.marker_ttl_flag)
+    evicting = read.eviction(state.client, request.since, now)
     anyone = letters.get(None, set())
-    out = []
+    out, notes = [], []
     for group, offsets in sorted(committed.items()):
         consumed = {topic for topic, _ in offsets}
         own = [c for c in copies if c.topic in consumed]  # a group has no marker of a topic it never read
+        dead = frozenset(letters.get(group, set()) | anyone)
         markers = read.read_markers(state.client, group, own, namespace=state.namespace,
                                     progress=progress_factory(f"reading the markers of group {group}"))  # fmt: skip
-        out.append(GroupState(group, offsets, markers, frozenset(letters.get(group, set()) | anyone),
-                              ttls.get(group, fallback), evicting))  # fmt: skip
-    return out
+        unproven = {c.event_id for c in own if c.event_id not in markers and c.event_id not in dead
+                    and offsets.get((c.topic, c.partition), -1) > c.offset}  # fmt: skip
+        found, searched = read.scan_markers(state.client, group, unproven, namespace=state.namespace, max_keys=request.max_scan,
+                                            progress=progress_factory(f"searching group {group}'s markers under other tags"))  # fmt: skip
+        markers.update(found)
+        if not searched:
+            notes.append(f"group {group}: {len(unproven):,} event(s) without a marker under their aggregate's tag; the Redis holds more "
+                         "keys than --max-scan, so markers under a handler's own routing key were not searched (raise --max-scan)")
+        out.append(GroupState(group, offsets, markers, dead, ttls.get(group, fallback), evicting))
+    return out, notes
 
 
 def reconcile_audit(request: ReconcileRequest, result: Reconciliation) -> AuditRecord:
     """The run's audit record: which window, how many events, how many missing."""
     target = f"{iso(request.since)}..{iso(request.until)}" + (f" {request.aggregate_type}" if request.aggregate_type else "")
     return AuditRecord(
-        command="reconcile", target=target, count=result.events, outcome="ok" if not result.missing else f"missing {result.missing}",
-        details={"groups": [g.group for g in result.groups], "missing": result.missing, "doubled": result.doubled,
+        command="reconcile", target=target, count=result.events, outcome=_outcome(result),
+        details={"groups": [g.group for g in result.groups], "missing": result.missing, "unknown": result.unknown, "doubled": result.doubled,
                  "pipeline": request.pipeline.name},
     )  # fmt: skip
+
+
+def _outcome(result: Reconciliation) -> str:
+    if result.missing:
+        return f"missing {result.missing}"
+    return f"unknown {result.unknown}" if result.unknown else "ok"
 
 
 def window_length(request: ReconcileRequest) -> timedelta:
