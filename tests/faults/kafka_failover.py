@@ -80,6 +80,7 @@ class KafkaFailoverRun(ClusterFaultRun):
         took_over_s = time.monotonic() - at
         assert successor != -1, f"no node took over as {what} within 120 s of node {victim}'s kill"
         kill = self._record("kafka", f"SIGKILL node {victim}, {role}", at, 0.0)
+        seen_by_lag = self._lag_nodes_without(victim)
         kill.restart_s = self.cluster.restart(self.cluster.node(victim))
         self.cluster.wait_in_sync(self.topic)
         after = self._signals()
@@ -87,8 +88,25 @@ class KafkaFailoverRun(ClusterFaultRun):
         self.evidence.append(
             f"node {victim} ({what}; ISR before {isr}) SIGKILLed; node {successor} took over as {role} {took_over_s:.1f} s later; "
             f"the consumers logged {after['kafka_errors'] - before['kafka_errors']} Kafka client error(s); node {victim} restarted "
-            f"in {kill.restart_s:.1f} s and back in every ISR")
+            f"in {kill.restart_s:.1f} s and back in every ISR; `postbox lag` while it was down: {seen_by_lag}")
         return kill
+
+    def _lag_nodes_without(self, victim: int, timeout: float = 60) -> str:
+        """`postbox lag`'s node column for the group while ``victim`` is down: no partition led by
+        it and it out of every in-sync set (what an operator reads to see the cluster degraded)."""
+        from postbox.incident.lag import group_lag
+        from postbox.kafka_cluster import Kafka
+
+        deadline = time.monotonic() + timeout
+        while True:
+            with Kafka(self.cluster.bootstrap, timeout=10) as kafka:
+                parts = [p for g in group_lag(kafka, [self.group]) for p in g.partitions if p.topic == self.topic]
+            if parts and all(p.leader not in (None, victim) and victim not in p.isrs for p in parts):
+                return "; ".join(f"[{p.partition}] {p.nodes()}" for p in parts)
+            if time.monotonic() > deadline:
+                raise AssertionError(f"`postbox lag` still shows node {victim} leading or in sync {timeout:.0f} s after its kill: "
+                                     + "; ".join(f"[{p.partition}] {p.nodes()}" for p in parts))
+            time.sleep(0.5)
 
 
 class ConnectFailoverRun(ClusterFaultRun):

@@ -75,14 +75,15 @@ def lag(
 def _partitions(groups: list[Any], now: int) -> Listing:
     from postbox.incident.redis_state import human_duration
 
-    listing = Listing("consumer lag", ("group", "state", "members", "topic", "p", "committed", "end", "lag", "oldest unconsumed", "consumer"),
+    listing = Listing("consumer lag", ("group", "state", "members", "topic", "p", "committed", "end", "lag", "oldest unconsumed", "consumer",
+                                       "nodes"),
                       right=("members", "p", "committed", "end", "lag", "oldest unconsumed"))
     for g in groups:
         owner = {tp: _who(m) for m in g.consumers for tp in m.assignments}
         for p in g.partitions:
             age = human_duration((now - p.oldest_unconsumed_ms) / 1000) if p.oldest_unconsumed_ms else ""
             listing.add(g.group, g.state, g.members, p.topic, p.partition, p.committed, p.end, p.lag, age, owner.get((p.topic, p.partition), ""),
-                        style="red" if p.lag else None)
+                        p.nodes(), style="red" if p.lag or p.leader is None else None)
     return listing
 
 

@@ -29,6 +29,11 @@ class PartitionLag:
     earliest: int
     lag: int
     oldest_unconsumed_ms: int | None = None
+    #: The broker leading the partition (None: no leader now) and its replicas / in-sync replicas:
+    #: lag that grows behind a dead leader, or a partition one failure from refusing writes, shows here.
+    leader: int | None = None
+    replicas: tuple[int, ...] = ()
+    isrs: tuple[int, ...] = ()
 
     def as_dict(self, now_ms: int) -> dict[str, Any]:
         age = (now_ms - self.oldest_unconsumed_ms) / 1000 if self.oldest_unconsumed_ms else None
@@ -37,7 +42,16 @@ class PartitionLag:
             "end": self.end, "lag": self.lag,
             "oldest_unconsumed_at": iso_ms(self.oldest_unconsumed_ms),
             "oldest_unconsumed_age_seconds": round(age, 3) if age is not None else None,
+            "leader": self.leader, "replicas": list(self.replicas), "isr": list(self.isrs),
         }
+
+    def nodes(self) -> str:
+        """``leader 2``, ``leader 2, in sync 2,3 of 1,2,3`` when a replica is behind, ``no leader``."""
+        if self.leader is None:
+            return "no leader"
+        if set(self.replicas) - set(self.isrs):
+            return f"leader {self.leader}, in sync {','.join(map(str, self.isrs))} of {','.join(map(str, self.replicas))}"
+        return f"leader {self.leader}"
 
 
 @dataclass
@@ -111,11 +125,21 @@ def _partitions(kafka: Kafka, committed: dict[tuple[str, int], int | None]) -> l
             marks = kafka.watermarks(topic, sorted(p for t, p in committed if t == topic))
         except UnknownTopicError:  # deleted since the metadata was read: no lag on it any more
             continue
+        meta = kafka.metadata().topics.get(topic)
         for p, (low, high) in sorted(marks.items()):
             offset = committed.get((topic, p))
             base = offset if offset is not None and offset >= low else low
-            out.append(PartitionLag(topic, p, offset, high, low, max(0, high - base)))
+            out.append(PartitionLag(topic, p, offset, high, low, max(0, high - base), **_placement(meta, p)))
     return out
+
+
+def _placement(topic_meta: Any, partition: int) -> dict[str, Any]:
+    """The partition's leader, replicas and in-sync replicas from the metadata (empty when unknown)."""
+    part = topic_meta.partitions.get(partition) if topic_meta is not None else None
+    if part is None:
+        return {}
+    leader = part.leader if part.leader is not None and part.leader >= 0 else None
+    return {"leader": leader, "replicas": tuple(part.replicas), "isrs": tuple(part.isrs)}
 
 
 def _ages(kafka: Kafka, parts: list[PartitionLag]) -> None:
