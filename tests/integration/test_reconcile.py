@@ -5,13 +5,14 @@ an event applied, one dead-lettered (WRONGTYPE), one re-sent by another client (
 in Kafka: applied once); then, with the consumer stopped, one event the group's offsets are moved
 past (missing in Redis); then that event's and the first event's markers deleted, read with a
 marker TTL that no longer covers them (unknown: marker gone, never applied). And events written
-to an outbox whose pipeline has no connector (never published: missing in Kafka). And a group on
+to an outbox whose pipeline has no connector (never published: missing in Kafka), and to one whose
+connector was stopped, its slot dropped and its offsets reset (the gap: missing in Kafka). And a group on
 a private Redis whose admin turned eviction on after the consumer applied: the evicted markers are
 unknown, never missing nor applied. And a handler with its own routing key, whose markers no
 record's key tells: found by the SCAN, applied.
 
-Not disruptive: its own aggregate types, topics, group, pipeline schema; the shared connector is
-never touched.
+Not disruptive: its own aggregate types, topics, groups, pipeline schemas and connector; the shared
+connector is never touched.
 """
 
 from __future__ import annotations
@@ -117,6 +118,77 @@ def test_rows_of_a_pipeline_without_a_connector_are_missing_in_kafka(
     finally:
         admin_conn.execute(f"DROP SCHEMA IF EXISTS {pipeline.schema} CASCADE")
         admin_conn.execute(f"DROP PUBLICATION IF EXISTS {pipeline.publication}")
+
+
+def test_rows_written_while_the_connector_was_stopped_and_its_slot_dropped_are_missing_in_kafka(
+    settings: Settings, admin_database_url: str, admin_conn, unique: str,
+) -> None:
+    """What Debezium users hit: the connector stopped, its slot dropped, rows committed meanwhile;
+    Debezium then refuses its stored offset ("no longer available on the server"), the offsets are
+    reset (Connect's offsets API) and the connector resumes on a new slot that starts at the WAL's
+    end. The rows of the gap never reach Kafka, silently; those before and after do. A pipeline of
+    its own (schema, publication, slot, connector) on the shared Connect; the shared connector is
+    never touched."""
+    import httpx
+
+    from postbox.connect_client import ConnectClient
+
+    pipeline = Pipeline(f"s{unique}")
+    init_database(admin_database_url, app_password=None, cdc_password=None, pipeline=pipeline)
+    aggregate = f"recs{unique}"
+
+    def write(count: int) -> list[str]:
+        ids = [str(uuid7()) for _ in range(count)]
+        with psycopg.connect(admin_database_url) as conn, conn.transaction():
+            for n, eid in enumerate(ids):
+                conn.execute(f"INSERT INTO {pipeline.table} (id, aggregate_type, aggregate_id, event_type, payload) VALUES (%s, %s, 'a1', 'Counted', %s)",
+                             (eid, aggregate, json.dumps({"seq": n}).encode()))
+        return ids
+
+    def reconcile() -> dict:
+        return cli_json("reconcile", "--since", since, "--pipeline", pipeline.name, "--aggregate-type", aggregate,
+                        "--database-url", admin_database_url, expect=(0, 1))  # fmt: skip
+
+    def connector_up() -> None:
+        done = run_cli("connector", "apply", "--pipeline", pipeline.name, "--yes", "--wait", "120", timeout=180)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+    try:
+        since = _iso(datetime.now(timezone.utc) - timedelta(seconds=2))
+        connector_up()
+        before = write(2)
+        wait_for(lambda: reconcile()["kafka"]["events"] == 2, 90, "the rows before the gap in Kafka")
+        connector = f"{settings.connect_url}/connectors/{pipeline.connector}"
+        httpx.put(f"{connector}/stop", timeout=30).raise_for_status()
+        wait_for(lambda: httpx.get(f"{connector}/status", timeout=10).json()["connector"]["state"] == "STOPPED", 60, "connector stopped")
+        wait_for(lambda: _drop_slot(admin_conn, pipeline.slot), 60, f"slot {pipeline.slot} released and dropped")
+        gap = write(3)
+        httpx.delete(f"{connector}/offsets", timeout=60).raise_for_status()
+        httpx.put(f"{connector}/resume", timeout=30).raise_for_status()
+        with ConnectClient(settings.connect_url, timeout=30) as client:
+            client.wait_running(pipeline.connector, 120)
+        after = write(2)
+        report = wait_for(lambda: (r := reconcile())["kafka"]["events"] == 4 and r, 90, "the rows after the gap in Kafka")
+        assert report["outbox"]["rows"] == 7 and report["kafka"]["missing"] == 3 and report["missing"] == 3
+        missing = [f["event_id"] for f in report["findings"] if f["kind"] == "missing" and f["hop"] == "kafka"]
+        assert missing == gap, (missing, gap, before, after)
+    finally:
+        with ConnectClient(settings.connect_url, timeout=30) as client:
+            client.delete(pipeline.connector)
+        wait_for(lambda: _drop_slot(admin_conn, pipeline.slot), 60, f"slot {pipeline.slot} dropped")
+        admin_conn.execute(f"DROP SCHEMA IF EXISTS {pipeline.schema} CASCADE")
+        admin_conn.execute(f"DROP PUBLICATION IF EXISTS {pipeline.publication}")
+
+
+def _drop_slot(admin_conn, slot: str) -> bool:
+    """Drop ``slot`` once no connector holds it; True when it is gone."""
+    row = admin_conn.execute("SELECT active FROM pg_replication_slots WHERE slot_name = %s", (slot,)).fetchone()
+    if row is None:
+        return True
+    if row[0]:
+        return False
+    admin_conn.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+    return True
 
 
 def _evict_markers(client, group: str) -> int:
