@@ -14,11 +14,11 @@ from typing import Mapping
 from postbox.errors import StackError
 from postbox.stack.jvm import java_command
 from postbox.stack.layout import StackLayout
-from postbox.stack.processes import ManagedProcess, port_open, port_owner, wait_until
+from postbox.stack.processes import StackProcess, ManagedProcess, port_open, port_owner, wait_until
 from postbox.stack.templates import render, write_if_changed
 
 
-class LocalConnect:
+class LocalConnect(StackProcess):
     """One worker; ``worker`` numbers it among several (None: the plain stack's only worker)."""
 
     name = "connect"
@@ -36,26 +36,12 @@ class LocalConnect:
         self.process = ManagedProcess(self.name, layout.pidfile(self.name), layout.log(self.name), marker=str(self.config_path))
 
     @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     @property
-    def log_path(self) -> Path:
-        return self.layout.log(self.name)
-
-    @property
     def config_path(self) -> Path:
         return self.layout.run / f"{self.name}.properties"
-
-    def running(self) -> bool:
-        return self.process.running()
-
-    def pid(self) -> int | None:
-        return self.process.pid()
 
     def init(self) -> bool:
         conf = render(
@@ -101,6 +87,3 @@ class LocalConnect:
 
     def stop(self) -> bool:
         return self.process.stop(timeout=60)
-
-    def kill(self) -> bool:
-        return self.process.kill()

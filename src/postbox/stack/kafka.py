@@ -17,7 +17,7 @@ from pathlib import Path
 from postbox.errors import StackError
 from postbox.stack.jvm import java_command
 from postbox.stack.layout import StackLayout
-from postbox.stack.processes import ManagedProcess, port_open, port_owner, wait_until
+from postbox.stack.processes import StackProcess, ManagedProcess, port_open, port_owner, wait_until
 from postbox.stack.templates import render, write_if_changed
 
 
@@ -55,7 +55,7 @@ class NodeSpec:
         return "" if self.standalone else f"-{self.node_id}"
 
 
-class LocalKafka:
+class LocalKafka(StackProcess):
     name = "kafka"
 
     def __init__(self, layout: StackLayout, java: Path | None, port: int, controller_port: int,
@@ -74,14 +74,6 @@ class LocalKafka:
         return self.spec.node_id
 
     @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    @property
-    def log_path(self) -> Path:
-        return self.layout.log(self.name)
-
-    @property
     def config_path(self) -> Path:
         return self.layout.run / f"{self.name}.properties"
 
@@ -92,12 +84,6 @@ class LocalKafka:
     @property
     def classpath(self) -> str:
         return f"{self.layout.kafka_lib}/*"
-
-    def running(self) -> bool:
-        return self.process.running()
-
-    def pid(self) -> int | None:
-        return self.process.pid()
 
     def render(self) -> str:
         """This node's server.properties (infra/local/kafka.properties filled in)."""
@@ -167,9 +153,6 @@ class LocalKafka:
 
     def stop(self) -> bool:
         return self.process.stop(timeout=60)
-
-    def kill(self) -> bool:
-        return self.process.kill()
 
 
 def _quiet_logger():

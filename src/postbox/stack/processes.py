@@ -198,3 +198,28 @@ class ManagedProcess:
         os.kill(pid, signal.SIGKILL)
         wait_until(lambda: not pid_alive(pid), 10, interval=0.05)
         return True
+
+
+class StackProcess:
+    """What every loopback process of the stack answers alike, from its :class:`ManagedProcess`
+    and its port: the address, the log, whether it runs, its pid, and a SIGKILL (fault tests)."""
+
+    process: ManagedProcess
+    port: int
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.process.logfile
+
+    def running(self) -> bool:
+        return self.process.running()
+
+    def pid(self) -> int | None:
+        return self.process.pid()
+
+    def kill(self) -> bool:
+        return self.process.kill()

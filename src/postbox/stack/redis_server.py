@@ -22,14 +22,14 @@ from pathlib import Path
 
 from postbox.errors import StackError
 from postbox.stack.layout import StackLayout
-from postbox.stack.processes import ManagedProcess, port_open, port_owner, wait_until
+from postbox.stack.processes import StackProcess, ManagedProcess, port_open, port_owner, wait_until
 from postbox.stack.secrets import read_secrets
 from postbox.stack.templates import render, write_if_changed
 
 APPENDFSYNC_CHOICES = ("always", "everysec", "no")
 
 
-class LocalRedis:
+class LocalRedis(StackProcess):
     """Redis node ``node`` (1: the plain stack's only one, named ``redis``; then ``redis-2`` …)."""
 
     def __init__(self, layout: StackLayout, redis_server: Path | None, port: int, *, node: int = 1, replicated: bool = False) -> None:
@@ -42,14 +42,6 @@ class LocalRedis:
         # Redis rewrites its process title ("redis-server 127.0.0.1:6379"), so the config path is not
         # visible there; the binary name plus the pid file is what we can check.
         self.process = ManagedProcess(self.name, layout.pidfile(self.name), layout.log(self.name), marker="redis-server")
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    @property
-    def log_path(self) -> Path:
-        return self.layout.log(self.name)
 
     @property
     def config_path(self) -> Path:
@@ -95,12 +87,6 @@ class LocalRedis:
         if value not in APPENDFSYNC_CHOICES:
             raise StackError(f"POSTBOX_REDIS_APPENDFSYNC={value!r}: expected one of {', '.join(APPENDFSYNC_CHOICES)}")
         return value
-
-    def running(self) -> bool:
-        return self.process.running()
-
-    def pid(self) -> int | None:
-        return self.process.pid()
 
     def init(self) -> bool:
         from postbox.effects.acl import aclfile, key_patterns
@@ -174,9 +160,6 @@ class LocalRedis:
     def stop(self) -> bool:
         # SIGTERM makes Redis fsync the AOF and exit cleanly.
         return self.process.stop(timeout=30)
-
-    def kill(self) -> bool:
-        return self.process.kill()
 
 
 def server_has_waitaof(version_line: str) -> bool:

@@ -14,14 +14,14 @@ from pathlib import Path
 from postbox.errors import StackError
 from postbox.stack.addresses import SENTINEL_SERVICE
 from postbox.stack.layout import StackLayout
-from postbox.stack.processes import ManagedProcess, port_open, port_owner, wait_until
+from postbox.stack.processes import StackProcess, ManagedProcess, port_open, port_owner, wait_until
 from postbox.stack.secrets import read_secrets
 from postbox.stack.templates import render
 
 SERVICE = SENTINEL_SERVICE
 
 
-class LocalSentinel:
+class LocalSentinel(StackProcess):
     """Sentinel ``index`` (1-based) on ``port``, watching :data:`SERVICE` with a majority ``quorum``."""
 
     def __init__(self, layout: StackLayout, redis_server: Path | None, port: int, *, index: int, quorum: int) -> None:
@@ -33,26 +33,12 @@ class LocalSentinel:
         self.process = ManagedProcess(self.name, layout.pidfile(self.name), layout.log(self.name), marker="redis-server")
 
     @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    @property
-    def log_path(self) -> Path:
-        return self.layout.log(self.name)
-
-    @property
     def config_path(self) -> Path:
         return self.layout.run / f"{self.name}.conf"
 
     @property
     def data_dir(self) -> Path:
         return self.layout.root / self.name
-
-    def running(self) -> bool:
-        return self.process.running()
-
-    def pid(self) -> int | None:
-        return self.process.pid()
 
     def init(self, primary_port: int | None = None) -> bool:
         """Write the configuration once (it then belongs to the Sentinel); True when written."""
@@ -101,6 +87,3 @@ class LocalSentinel:
 
     def stop(self) -> bool:
         return self.process.stop(timeout=30)
-
-    def kill(self) -> bool:
-        return self.process.kill()
