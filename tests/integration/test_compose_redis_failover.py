@@ -37,10 +37,13 @@ def test_the_compose_sentinels_promote_the_replica_at_an_address_the_host_reache
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     evidence = json.loads(done.stdout.strip().splitlines()[-1])
     print(evidence)
+    # Each service's healthcheck passes once the topology settled (depends_on waits on them).
+    assert evidence["healthchecks_s"] < 30
     # What the Sentinels hand out is 127.0.0.1 and a published port: the replica, and each other.
     assert evidence["replicas"] == [["127.0.0.1", 6380]]
     assert evidence["sentinels"] == [["127.0.0.1", 26380], ["127.0.0.1", 26381]]
     assert evidence["promoted"] == ["127.0.0.1", 6380]
+    assert evidence["wait_acked"] == 1  # WAIT 1 through the consumer's user: the replica had the write before the kill
     # The consumer's client (one client, no restart) read what was written before the kill, on the promoted primary.
     assert evidence["read_back"] == "before" and evidence["client_primary"] == ["127.0.0.1", 6380]
     # The old primary logged in to the promoted one, and keeps the role Sentinel gave it across a restart.

@@ -70,6 +70,13 @@ class Container:
         with open(self.dir / "out.log", "ab") as log:
             self.process = subprocess.Popen(argv, cwd=self.data, env=env, stdout=log, stderr=subprocess.STDOUT)
 
+    def healthy(self) -> bool:
+        """The service's healthcheck, run as the engine runs it (CMD-SHELL, the container's environment)."""
+        kind, command = self.service["healthcheck"]["test"]
+        assert kind == "CMD-SHELL", kind
+        env = {**os.environ, **{k: _interpolate(str(v)) for k, v in self.service["environment"].items()}}
+        return subprocess.run(["sh", "-c", command.replace("$$", "$")], env=env, capture_output=True, timeout=10).returncode == 0
+
     def kill(self) -> None:
         assert self.process is not None
         self.process.send_signal(signal.SIGKILL)
@@ -135,6 +142,7 @@ def rehearse(work: Path) -> dict[str, Any]:
         settled = _wait(lambda: all(int(m["num-slaves"]) == 1 and int(m["num-other-sentinels"]) == 2
                                     for m in (_sentinel(p).sentinel_master("postbox") for p in REPLICA_SENTINEL_PORTS)),
                         90, "every Sentinel seeing the replica and the two other Sentinels", containers)
+        healthy = _wait(lambda: all(c.healthy() for c in containers), 30, "every service's healthcheck passing", containers)
         seen = _sentinel(REPLICA_SENTINEL_PORTS[0])
         replicas = [(r["ip"], int(r["port"])) for r in seen.sentinel_slaves("postbox")]
         sentinels = sorted((s["ip"], int(s["port"])) for s in seen.sentinel_sentinels("postbox"))
@@ -143,6 +151,9 @@ def rehearse(work: Path) -> dict[str, Any]:
         url = compose_env(env_file, replicas=True)["POSTBOX_REDIS_URL"]
         consumer = connect(url, socket_timeout=2)
         consumer.set("postbox:rehearsal", "before")
+        # Replication is asynchronous: as the consumer's replica waits do, have the replica confirm it.
+        acked: list[int] = []
+        _wait(lambda: acked.append(consumer.wait(1, 2000)) or acked[-1] == 1, 30, "the replica confirming the write (WAIT 1)", containers)
 
         by_name["redis"].kill()
         killed = time.monotonic()
@@ -161,7 +172,7 @@ def rehearse(work: Path) -> dict[str, Any]:
         rejoined = time.monotonic() - restarted
         conf = (by_name["redis"].tmp / "postbox-replication.conf").read_text()
         return {
-            "settled_s": round(settled, 1), "replicas": replicas, "sentinels": sentinels,
+            "settled_s": round(settled, 1), "healthchecks_s": round(healthy, 1), "wait_acked": acked[-1], "replicas": replicas, "sentinels": sentinels,
             "promoted": list(seen.sentinel_get_master_addr_by_name("postbox")), "promoted_s": round(promoted, 1),
             "read_back": read_back[-1].decode() if read_back[-1] else None, "client_primary": list(primary_seen),
             "rejoined_s": round(rejoined, 1), "old_primary_conf_replicaof": re.findall(r"^replicaof (.*)$", conf, re.M),
