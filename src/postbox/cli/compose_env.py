@@ -4,6 +4,11 @@ The compose file publishes the local stack's ports on loopback, but its Redis pu
 every user (the consumers log in as the ACL user ``postbox_consumer``) and its database roles have
 the passwords of ``infra/.env``. This builds the URLs from that file, passwords percent-encoded,
 so ``eval "$(postbox env --compose)"`` points the CLI and consumers at the containers.
+
+With ``--replicas`` (``infra/docker-compose.replicas.yml``: three Kafka nodes, two Connect
+workers, a Redis primary with a replica and three Sentinels) the bootstrap lists every node, so a
+client that starts while one is down still finds the cluster, and Redis is reached through the
+Sentinels, so a consumer follows a promotion without a restart.
 """
 
 from __future__ import annotations
@@ -15,14 +20,20 @@ from postbox.effects.acl import CONSUMER_USER
 from postbox.effects.durability import APPENDFSYNC_ENV
 from postbox.errors import ConfigError
 from postbox.settings import LOCAL_CONNECT_PORT, LOCAL_KAFKA_PORT, LOCAL_PG_PORT, LOCAL_REDIS_PORT
+from postbox.stack.ports import NODE_PORT_STEP
 from postbox.stack.secrets import read_secrets
 
 DEFAULT_ENV_FILE = Path("infra") / ".env"
+#: The replicated compose topology: Kafka nodes, the Sentinels' published ports, the service they watch.
+REPLICA_KAFKA_NODES = 3
+REPLICA_SENTINEL_PORTS = (26379, 26380, 26381)
+SENTINEL_SERVICE = "postbox"
 _NEEDED = ("POSTBOX_APP_PASSWORD", "POSTBOX_REDIS_CONSUMER_PASSWORD", "POSTBOX_PG_SUPERUSER_PASSWORD", "POSTBOX_MAINT_PASSWORD")
 
 
-def compose_env(env_file: Path) -> dict[str, str]:
-    """The ``POSTBOX_*`` variables for host-side clients of the compose stack described by ``env_file``."""
+def compose_env(env_file: Path, replicas: bool = False) -> dict[str, str]:
+    """The ``POSTBOX_*`` variables for host-side clients of the compose stack described by ``env_file``
+    (``replicas``: of the replicated topology, the base file with docker-compose.replicas.yml)."""
     if not env_file.is_file():
         raise ConfigError(f"no compose env file at {env_file}", fix="cp infra/compose.env.example infra/.env and set its passwords, or pass --env-file")
     values = read_secrets(env_file)
@@ -33,10 +44,21 @@ def compose_env(env_file: Path) -> dict[str, str]:
     def pg(user: str, password_var: str) -> str:
         return f"postgresql://{user}:{quote(values[password_var], safe='')}@127.0.0.1:{LOCAL_PG_PORT}/postbox"
 
+    consumer = f"{CONSUMER_USER}:{quote(values['POSTBOX_REDIS_CONSUMER_PASSWORD'], safe='')}"
+    if replicas:
+        nodes = range(REPLICA_KAFKA_NODES)
+        bootstrap = ",".join(f"127.0.0.1:{LOCAL_KAFKA_PORT + NODE_PORT_STEP * n}" for n in nodes)
+        # The consumer's own login is for the data nodes; the Sentinels ask for none (loopback only).
+        sentinels = ",".join(f"127.0.0.1:{port}" for port in REPLICA_SENTINEL_PORTS)
+        redis_url = f"redis+sentinel://{consumer}@{sentinels}/{SENTINEL_SERVICE}"
+    else:
+        bootstrap = f"127.0.0.1:{LOCAL_KAFKA_PORT}"
+        redis_url = f"redis://{consumer}@127.0.0.1:{LOCAL_REDIS_PORT}/0"
     return {
         "POSTBOX_DATABASE_URL": pg("postbox_app", "POSTBOX_APP_PASSWORD"),
-        "POSTBOX_KAFKA_BOOTSTRAP": f"127.0.0.1:{LOCAL_KAFKA_PORT}",
-        "POSTBOX_REDIS_URL": f"redis://{CONSUMER_USER}:{quote(values['POSTBOX_REDIS_CONSUMER_PASSWORD'], safe='')}@127.0.0.1:{LOCAL_REDIS_PORT}/0",
+        "POSTBOX_KAFKA_BOOTSTRAP": bootstrap,
+        "POSTBOX_REDIS_URL": redis_url,
+        # Worker 1 (with --replicas, worker 2 answers on the next port); any worker forwards to the leader.
         "POSTBOX_CONNECT_URL": f"http://127.0.0.1:{LOCAL_CONNECT_PORT}",
         # The superuser, for `postbox db init` and the application's own DDL (the app role may only insert).
         "POSTBOX_ADMIN_DATABASE_URL": pg("postgres", "POSTBOX_PG_SUPERUSER_PASSWORD"),

@@ -12,6 +12,7 @@ from rich.table import Table
 from postbox.cli.client_options import command_settings, kafka_client_options
 from postbox.cli.incident_common import PipelineOpt, pipeline_for
 from postbox.cli.output import console, err_console, print_json
+from postbox.errors import ConfigError
 from postbox.slot import describe as describe_slot
 
 
@@ -160,15 +161,19 @@ def _print_connector(data: dict[str, Any]) -> None:
 def env(
     compose: bool = typer.Option(False, "--compose", help="the docker compose stack's URLs (passwords from --env-file) instead of the local stack's"),
     env_file: Path = typer.Option(Path("infra/.env"), "--env-file", help="the compose env file (with --compose)"),
+    replicas: bool = typer.Option(False, "--replicas", help="with --compose: the replicated topology (infra/docker-compose.replicas.yml): "
+                                  "every Kafka node, Redis through its Sentinels"),
 ) -> None:
     """The local stack's settings as `export` lines; the Kafka client properties in effect
     (POSTBOX_KAFKA_CONFIG, -X) follow as comments, secrets masked."""
     from postbox.kafka_config import ENV_VAR, redact
 
+    if replicas and not compose:
+        raise ConfigError("--replicas describes the docker compose topology", fix="add --compose (postbox env --compose --replicas)")
     if compose:
         from postbox.cli.compose_env import compose_env
 
-        values = compose_env(env_file)
+        values = compose_env(env_file, replicas=replicas)
     else:
         values = _stack(locate_tools=False).env()
     for key, value in values.items():
