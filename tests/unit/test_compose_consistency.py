@@ -407,3 +407,23 @@ def _url_parts(url: str) -> dict:
     import redis as redis_py
 
     return redis_py.connection.parse_url(url)
+
+
+def test_quoted_passwords_in_the_compose_env_file_are_read_as_compose_reads_them(tmp_path):
+    """docker compose strips the quotes around a .env value ("…" with \\" and \\\\ escapes, '…' as is)
+    and drops an inline comment after an unquoted one: the URLs must carry the password the
+    containers got, not the quotes."""
+    from postbox.cli.compose_env import compose_env
+
+    env_file = tmp_path / ".env"
+    env_file.write_text("\n".join([
+        "POSTBOX_APP_PASSWORD=\"app pass\\\"word\"",
+        "POSTBOX_REDIS_CONSUMER_PASSWORD='sing#le \"q\"'",
+        "POSTBOX_PG_SUPERUSER_PASSWORD=plain # the superuser",
+        "POSTBOX_MAINT_PASSWORD=\"a\\\\b\"",
+    ]) + "\n")
+    found = compose_env(env_file)
+    assert found["POSTBOX_DATABASE_URL"].startswith("postgresql://postbox_app:app%20pass%22word@")
+    assert found["POSTBOX_REDIS_URL"].startswith("redis://postbox_consumer:sing%23le%20%22q%22@")
+    assert found["POSTBOX_ADMIN_DATABASE_URL"].startswith("postgresql://postgres:plain@")
+    assert found["POSTBOX_MAINT_DATABASE_URL"].startswith("postgresql://postbox_maint:a%5Cb@")

@@ -13,6 +13,7 @@ Sentinels, so a consumer follows a promotion without a restart.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from urllib.parse import quote
 
@@ -21,14 +22,25 @@ from postbox.effects.durability import APPENDFSYNC_ENV
 from postbox.errors import ConfigError
 from postbox.settings import LOCAL_CONNECT_PORT, LOCAL_KAFKA_PORT, LOCAL_PG_PORT, LOCAL_REDIS_PORT
 from postbox.stack.ports import NODE_PORT_STEP
+from postbox.stack.addresses import SENTINEL_SERVICE
 from postbox.stack.secrets import read_secrets
 
 DEFAULT_ENV_FILE = Path("infra") / ".env"
 #: The replicated compose topology: Kafka nodes, the Sentinels' published ports, the service they watch.
 REPLICA_KAFKA_NODES = 3
 REPLICA_SENTINEL_PORTS = (26379, 26380, 26381)
-SENTINEL_SERVICE = "postbox"
 _NEEDED = ("POSTBOX_APP_PASSWORD", "POSTBOX_REDIS_CONSUMER_PASSWORD", "POSTBOX_PG_SUPERUSER_PASSWORD", "POSTBOX_MAINT_PASSWORD")
+
+
+def compose_value(raw: str) -> str:
+    r"""A value of a compose ``.env`` file as docker compose hands it to the containers: inside
+    double quotes with ``\"`` and ``\\`` unescaped, inside single quotes as it is, unquoted
+    without an inline `` #`` comment (a quoted password kept its quotes in the URLs before)."""
+    if len(raw) >= 2 and raw[0] == raw[-1] == "'":
+        return raw[1:-1]
+    if len(raw) >= 2 and raw[0] == raw[-1] == '"':
+        return re.sub(r'\\(["\\])', r"\1", raw[1:-1])
+    return raw.split(" #", 1)[0].rstrip()
 
 
 def compose_env(env_file: Path, replicas: bool = False) -> dict[str, str]:
@@ -36,7 +48,7 @@ def compose_env(env_file: Path, replicas: bool = False) -> dict[str, str]:
     (``replicas``: of the replicated topology, the base file with docker-compose.replicas.yml)."""
     if not env_file.is_file():
         raise ConfigError(f"no compose env file at {env_file}", fix="cp infra/compose.env.example infra/.env and set its passwords, or pass --env-file")
-    values = read_secrets(env_file)
+    values = {key: compose_value(value) for key, value in read_secrets(env_file).items()}
     missing = [name for name in _NEEDED if not values.get(name)]
     if missing:
         raise ConfigError(f"{env_file} does not set {', '.join(missing)}", fix="copy them from infra/compose.env.example and set real passwords")
