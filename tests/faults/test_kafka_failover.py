@@ -12,10 +12,14 @@ the end); the only processes killed are the scenario's own.
 
 from __future__ import annotations
 
+import json
+from datetime import datetime, timedelta, timezone
+
 import pytest
 
 from tests.faults.kafka_failover import ConnectFailoverRun, KafkaFailoverRun
 from tests.faults.harness import Verdict
+from tests.integration.incident_support import run_cli
 
 pytestmark = [pytest.mark.integration]
 
@@ -43,12 +47,33 @@ def test_kafka_leader_then_coordinator_sigkilled_on_three_nodes(tmp_path, show):
 
 @pytest.mark.timeout(900)
 def test_connect_task_moves_to_the_other_worker(tmp_path, show):
+    since = datetime.now(timezone.utc) - timedelta(seconds=5)
     run = ConnectFailoverRun("connectwk", tmp_path, log=show)
     try:
         run.start()
         run.steady(2)
         run.kill_task_worker()
         run.steady(1)
-        _check(run.verdict(), show)
+        verdict = run.verdict()
+        _check(verdict, show)
+        _reconciled(run, since, verdict, show)
     finally:
         run.close()
+
+
+def _reconciled(run: ConnectFailoverRun, since: datetime, verdict: Verdict, show) -> None:
+    """`postbox reconcile` over the scenario's window sees what Debezium re-sent after the kill as
+    doubled in Kafka and applied once, and nothing missing (real re-sends, not a second producer)."""
+    until = datetime.now(timezone.utc) + timedelta(seconds=1)
+    done = run_cli("reconcile", "--since", since.isoformat(), "--until", until.isoformat(), "--aggregate-type", run.aggregate_type,
+                   "--group", run.group, "--kafka-bootstrap", run.cluster.bootstrap, "--json", timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    [group] = report["groups"]
+    show(f"   reconcile: {report['events']} events, {report['kafka']['doubled']} doubled in Kafka, "
+         f"{group['doubled_applied_once']} of them applied once, {report['missing']} missing")
+    assert report["missing"] == 0 and report["kafka"]["missing"] == 0, report["findings"][:5]
+    assert report["events"] == verdict.committed and group["applied"] == verdict.committed
+    assert verdict.topic_duplicates > 0, "the kill re-sent nothing: no Debezium re-send to reconcile"
+    assert report["kafka"]["doubled"] == group["doubled_applied_once"] > 0
+    assert report["kafka"]["records"] - report["events"] == verdict.topic_duplicates
