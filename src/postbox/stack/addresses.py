@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from postbox.database_url import database_url
 from postbox.errors import ConfigError
-from postbox.settings import LOCAL_PG_PORT, LOCAL_REDIS_PORT
+from postbox.settings import LOCAL_KAFKA_PORT, LOCAL_PG_PORT, LOCAL_REDIS_PORT
 from postbox.stack.layout import default_state_dir
 from postbox.stack.secrets import read_secrets
 
@@ -26,7 +26,7 @@ SENTINEL_SERVICE = "postbox"
 
 
 def local_stack_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """``POSTBOX_DATABASE_URL``, ``POSTBOX_MAINT_DATABASE_URL``, ``POSTBOX_REDIS_URL``,
+    """``POSTBOX_DATABASE_URL``, ``POSTBOX_MAINT_DATABASE_URL``, ``POSTBOX_REDIS_URL``, (several Kafka nodes) ``POSTBOX_KAFKA_BOOTSTRAP``,
     ``POSTBOX_REDIS_APPENDFSYNC`` and (with the Redis) ``POSTBOX_LUA_DIR`` of the local stack, each only when its state folder has what it
     takes (passwords generated, Redis started with the ACL on this port); {} without a stack.
 
@@ -60,7 +60,26 @@ def local_stack_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
         # The consumer user may not read CONFIG; the stack started this Redis with this policy.
         found["POSTBOX_REDIS_APPENDFSYNC"] = env.get("POSTBOX_REDIS_APPENDFSYNC") or "always"
         found.update(_reference_functions())
+    found.update(_kafka_nodes(state, env))
     return found
+
+
+def _kafka_nodes(state: "os.PathLike[str] | str", env: Mapping[str, str]) -> dict[str, str]:
+    """``POSTBOX_KAFKA_BOOTSTRAP`` listing every node of a multi-node stack (``run/topology.json``),
+    so the CLI still finds the cluster when node 1 is down; {} for the plain stack (the default serves)."""
+    from pathlib import Path
+
+    from postbox.stack.ports import NODE_PORT_STEP
+    from postbox.stack.topology import Topology
+
+    try:
+        topology = Topology.load(Path(state) / "run")
+    except ConfigError:
+        return {}  # `postbox up` says what is wrong with the record; the CLI keeps its default
+    if topology.kafka_nodes == 1:
+        return {}
+    base = int(env.get("POSTBOX_KAFKA_PORT") or LOCAL_KAFKA_PORT)
+    return {"POSTBOX_KAFKA_BOOTSTRAP": ",".join(f"127.0.0.1:{base + NODE_PORT_STEP * n}" for n in range(topology.kafka_nodes))}
 
 
 def _consumer_redis_url(marker_lines: list[str], redis_port: str, password: str) -> str:
