@@ -114,20 +114,7 @@ class Settings:
         values: dict[str, str] = {}
         sources: dict[str, str] = {}
         for name, var in ENV_NAMES.items():
-            override = overrides.get(name)
-            from_properties = kafka.values.get("bootstrap.servers") if name == "kafka_bootstrap" else None
-            if override:
-                values[name], sources[name] = override, "flag"
-            elif from_properties and kafka.origin("bootstrap.servers") == SET_FLAG:
-                values[name], sources[name] = from_properties, SET_FLAG
-            elif env_value(var, env):
-                values[name], sources[name] = env_value(var, env) or "", env_source(var, env)
-            elif from_properties:
-                values[name], sources[name] = from_properties, kafka.origin("bootstrap.servers")
-            elif local and local.get(var):
-                values[name], sources[name] = local[var], "local stack"
-            else:
-                values[name], sources[name] = _local_default(name, env), "default"
+            values[name], sources[name] = _resolve(name, var, overrides.get(name), kafka, env, local)
         unknown = set(overrides) - set(ENV_NAMES)
         if unknown:
             raise TypeError(f"unknown setting(s): {', '.join(sorted(unknown))}")
@@ -163,6 +150,26 @@ class Settings:
         if self.kafka_properties.file is not None:
             env[KAFKA_CONFIG_ENV] = str(self.kafka_properties.file)
         return env
+
+
+def _resolve(
+    name: str, var: str, override: str | None, kafka: KafkaProperties,
+    env: Mapping[str, str], local: Mapping[str, str] | None,
+) -> tuple[str, str]:
+    """One setting's value and where it came from, in the order of precedence the module states
+    (flag > ``-X bootstrap.servers`` > environment > properties file > local stack > default)."""
+    from_properties = kafka.values.get("bootstrap.servers") if name == "kafka_bootstrap" else None
+    if override:
+        return override, "flag"
+    if from_properties and kafka.origin("bootstrap.servers") == SET_FLAG:
+        return from_properties, SET_FLAG
+    if env_value(var, env):
+        return env_value(var, env) or "", env_source(var, env)
+    if from_properties:
+        return from_properties, kafka.origin("bootstrap.servers")
+    if local and local.get(var):
+        return local[var], "local stack"
+    return _local_default(name, env), "default"
 
 
 def _check_url(name: str, value: str, schemes: tuple[str, ...]) -> None:

@@ -73,7 +73,7 @@ def replay(
     until: Optional[str] = typer.Option(None, "--until", help="End a window there (exclusive; OFFSET | ISO time | duration ago | end): with --to/--to-current, plan (and with --execute --app, run) a bounded window instead of a reset."),
     app_spec: Optional[str] = typer.Option(None, "--app", metavar="MODULE:APP", help="With --until --execute: the handlers that apply the window (as `postbox consume MODULE:APP`)."),
 ) -> int:
-    from postbox.incident.offsets import apply_reset, plan_reset, reset_audit, write_plan_file
+    from postbox.incident.offsets import write_plan_file
     from postbox.incident.redis_state import group_marker_ttl
 
     fmt = output_format(output, json_output)
@@ -90,18 +90,37 @@ def replay(
     ttl = group_marker_ttl(marker_ttl, group, settings.redis_url)
     safety = duration(margin, "--safety-margin") or timedelta(0)
     with kafka_for(settings) as kafka:
-        kafka.ping()
-        for t in [*(topic or []), *target.topics()]:
-            kafka.require_topic(t)
-        plan = plan_reset(kafka, group, target, topics=list(topic or []) or None, partition=partition,
-                          marker_ttl=ttl, margin=safety, force=force)
+        plan = _plan_reset(kafka, group, target, topic, partition, ttl=ttl, safety=safety, force=force)
         if export is not None:
             write_plan_file(plan, export)
-        audit_entry = None
-        if execute and not plan.refused:
-            confirm(f"reset group {group} to {target.describe()} on {len(plan.moves)} partition(s)?", yes)
-            apply_reset(kafka, plan)
-            audit_entry = write_audit(kafka, reset_audit(plan, force))
+        audit_entry = _apply_reset(kafka, plan, force=force, yes=yes) if execute and not plan.refused else None
+    return _report_reset(plan, fmt, execute=execute, audit_entry=audit_entry, export=export)
+
+
+def _plan_reset(kafka: Any, group: str, target: Any, topic: Optional[list[str]], partition: Optional[int], *,
+                ttl: timedelta, safety: timedelta, force: bool) -> Any:  # fmt: skip
+    """The reset plan, once Kafka answers and every topic named (by --topic or in the plan file) exists."""
+    from postbox.incident.offsets import plan_reset
+
+    kafka.ping()
+    for t in [*(topic or []), *target.topics()]:
+        kafka.require_topic(t)
+    return plan_reset(kafka, group, target, topics=list(topic or []) or None, partition=partition,
+                      marker_ttl=ttl, margin=safety, force=force)
+
+
+def _apply_reset(kafka: Any, plan: Any, *, force: bool, yes: bool) -> Optional[dict[str, Any]]:
+    """Commit a plan that was not refused, once confirmed; the audit record written (None when it could not be)."""
+    from postbox.incident.offsets import apply_reset, reset_audit
+
+    confirm(f"reset group {plan.group} to {plan.target.describe()} on {len(plan.moves)} partition(s)?", yes)
+    apply_reset(kafka, plan)
+    return write_audit(kafka, reset_audit(plan, force))
+
+
+def _report_reset(plan: Any, fmt: OutputFormat, *, execute: bool, audit_entry: Optional[dict[str, Any]], export: Optional[Path]) -> int:
+    """Print the plan (and what was done); a refused plan is an error, an applied one without its
+    audit record exit 1."""
     applied = execute and not plan.refused
     if fmt is OutputFormat.json:
         print_json({**plan.as_dict(), "dry_run": not execute, "applied": applied, "audit": audit_entry,
@@ -109,7 +128,7 @@ def replay(
     else:
         _print_plan(plan, fmt, applied=applied, audited=audit_entry is not None, export=export)
     if plan.refused:
-        raise UnsafeReplayError(f"refused to reset {group}: {plan.problems[0]}", fix="pass --force if that is what you want")
+        raise UnsafeReplayError(f"refused to reset {plan.group}: {plan.problems[0]}", fix="pass --force if that is what you want")
     return 1 if applied and audit_entry is None else 0
 
 
@@ -218,35 +237,21 @@ def _window_request(group: str, to: Optional[str], shift_by: Optional[int], to_c
 def _replay_window(request: WindowRequest, *, force: bool, ttl: timedelta, margin: timedelta, yes: bool,
                    fmt: OutputFormat, settings: Any) -> int:  # fmt: skip
     """Plan the window; with --execute, run it (allowed while the group runs: it never commits)."""
-    from postbox.cli.consume_cmds import execute_window, load_window_app, print_window_plan
+    from postbox.cli.consume_cmds import execute_window
     from postbox.incident.window import COMMITTED, check_group_position, check_marker_window, plan_window
     from postbox.incident.window_order import refuse_or_warn
 
-    app = config = None
     with kafka_for(settings) as kafka:
         kafka.ping()
         committed = kafka.committed(request.group)
-        topics = request.topics or sorted({t for t, _ in committed})
-        if request.app_spec is not None:
-            app, config = load_window_app(request.app_spec, request.group, request.topics, topics, settings)
-            topics = list(config.topics)
-        if not topics:
-            raise UnknownGroupError(f"group {request.group} has no committed offsets, so the window has no topics",
-                                    fix="name them with --topic (or --app MODULE:APP for its handlers' topics)")  # fmt: skip
-        for t in topics:
-            kafka.require_topic(t)
+        topics, app, config = _window_topics(kafka, request, committed, settings)
         plan = plan_window(kafka, topics, request.start, request.end, partitions=request.partitions,
                            committed=committed if request.start.kind == COMMITTED else None)  # fmt: skip
         ahead = check_group_position(kafka, plan, request.group, offset_reset=_offset_reset(config))
         check_marker_window(kafka, plan, ttl, margin)
     refused = bool(plan.problems) and not force
     run = request.execute and not refused
-    if fmt is OutputFormat.tsv and run:
-        print_window_plan(request.group, plan)  # on stderr: stdout carries the run's summary lines
-    elif fmt is not OutputFormat.json:
-        _print_window(request, plan, fmt, refused=refused, run=run)
-    if not run and fmt is OutputFormat.json:
-        print_json({"group": request.group, "window": plan.as_dict(), "dry_run": True, "refused": refused, "consume": request.consume_line()})
+    _show_window_plan(request, plan, fmt, refused=refused, run=run)
     if not force or run:  # a forced dry run runs nothing to warn about
         refuse_or_warn(request.group, ahead, members=plan.members, force=force)
     if refused:
@@ -256,13 +261,50 @@ def _replay_window(request: WindowRequest, *, force: bool, ttl: timedelta, margi
     confirm(f"apply {plan.records:,} record(s) of group {request.group} {plan.describe()}?", yes)
     code, summary = execute_window(app, config, plan)
     audit = _audit_window(settings, request, plan, code, summary)
+    _print_window_run(request, plan, fmt, code=code, summary=summary, audit=audit)
+    return code
+
+
+def _window_topics(kafka: Any, request: WindowRequest, committed: Any, settings: Any) -> tuple[list[str], Any, Any]:
+    """The window's topics (--topic, else the group's committed ones; with --app, its handlers'), each
+    required to exist, and the app and its configuration when --app is given (else None, None)."""
+    from postbox.cli.consume_cmds import load_window_app
+
+    app = config = None
+    topics = request.topics or sorted({t for t, _ in committed})
+    if request.app_spec is not None:
+        app, config = load_window_app(request.app_spec, request.group, request.topics, topics, settings)
+        topics = list(config.topics)
+    if not topics:
+        raise UnknownGroupError(f"group {request.group} has no committed offsets, so the window has no topics",
+                                fix="name them with --topic (or --app MODULE:APP for its handlers' topics)")  # fmt: skip
+    for t in topics:
+        kafka.require_topic(t)
+    return topics, app, config
+
+
+def _show_window_plan(request: WindowRequest, plan: Any, fmt: OutputFormat, *, refused: bool, run: bool) -> None:
+    """The window's plan before anything runs: on stderr in TSV when it runs (stdout carries the
+    run's summary lines), a listing otherwise; as JSON only for a dry run (a run prints its own)."""
+    from postbox.cli.consume_cmds import print_window_plan
+
+    if fmt is OutputFormat.tsv and run:
+        print_window_plan(request.group, plan)  # on stderr: stdout carries the run's summary lines
+    elif fmt is not OutputFormat.json:
+        _print_window(request, plan, fmt, refused=refused, run=run)
+    if not run and fmt is OutputFormat.json:
+        print_json({"group": request.group, "window": plan.as_dict(), "dry_run": True, "refused": refused, "consume": request.consume_line()})
+
+
+def _print_window_run(request: WindowRequest, plan: Any, fmt: OutputFormat, *, code: int, summary: list[Any],
+                      audit: Optional[dict[str, Any]]) -> None:  # fmt: skip
+    """What a window run did: one JSON document, or a line per partition."""
     if fmt is OutputFormat.json:
         print_json({"group": request.group, "window": plan.as_dict(), "dry_run": False, "exit_code": code, "audit": audit,
                     "partitions": [{**t.as_dict(), "reached_end": reached} for t, reached in summary]})  # fmt: skip
     else:
         for tally, reached in summary:
             typer.echo(tally.line(reached))
-    return code
 
 
 def _offset_reset(config: Any) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
@@ -14,6 +14,9 @@ from postbox.cli.incident_common import KafkaOpt, event_id as parse_event_id, ka
 from postbox.cli.output import JsonAliasOpt, OutputFormat, err_console, output_format, print_json
 from postbox.cli.record_output import print_record
 from postbox.incident.records import jsonable, printable
+
+if TYPE_CHECKING:
+    from postbox.incident.tail import End, Start, TailResult
 
 
 def register(app: typer.Typer) -> None:
@@ -43,27 +46,45 @@ def tail(
     from postbox.incident import tail as tailmod
 
     fmt = output_format(output or OutputFormat.table, json_output)
-    try:
-        start_at = tailmod.parse_start(start or ("end" if follow else "beginning"))
-        end_at = tailmod.parse_end(until)
-        fields = tailmod.parse_where(list(where or []))
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from None
+    start_at, end_at, fields = _positions(start, until, where, follow)
     filters = tailmod.Filters(key=key, event_type=event_type, fields=fields,
                               event_id=parse_event_id(event_id, "--event-id") if event_id else None)
     settings = settings_for(kafka_bootstrap=kafka_bootstrap)
     with kafka_for(settings) as kafka:
-        available = kafka.partitions(topic)
-        parts = sorted(set(partition)) if partition else available
-        missing = [p for p in parts if p not in available]
-        if missing:
-            raise typer.BadParameter(f"topic {topic} has partitions {available}, not {missing}", param_hint="--partition")
+        parts = _partitions(kafka.partitions(topic), topic, partition)
         if follow:
             _follow(tailmod.follow(kafka, topic, parts, start_at, filters, limit=limit, idle_timeout=idle_timeout, end=end_at if until else None),
                     f"following {topic} from {start_at.describe()} (Ctrl-C to stop)…", fmt)
             return 0
         result = tailmod.read(kafka, topic, parts, start_at, filters, limit=limit or 50, max_scan=max_scan,
                               progress=progress(f"reading {topic}"), end=end_at)
+    _print_result(result, topic, parts, start_at, end_at, fmt)
+    return 0
+
+
+def _positions(start: str | None, until: str | None, where: list[str] | None, follow: bool) -> tuple[Start, End, list[tuple[str, str]]]:
+    """``--from``, ``--until`` and ``--where`` read (``--from`` defaults to the end when following);
+    a value that cannot be read is the user's bad parameter."""
+    from postbox.incident import tail as tailmod
+
+    try:
+        return (tailmod.parse_start(start or ("end" if follow else "beginning")), tailmod.parse_end(until),
+                tailmod.parse_where(list(where or [])))
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+def _partitions(available: list[int], topic: str, partition: list[int] | None) -> list[int]:
+    """The ``--partition`` values (sorted, once each) or every partition; one the topic lacks is refused."""
+    parts = sorted(set(partition)) if partition else available
+    missing = [p for p in parts if p not in available]
+    if missing:
+        raise typer.BadParameter(f"topic {topic} has partitions {available}, not {missing}", param_hint="--partition")
+    return parts
+
+
+def _print_result(result: TailResult, topic: str, parts: list[int], start_at: Start, end_at: End, fmt: OutputFormat) -> None:
+    """A bounded read's records: one JSON document, or TSV / record form lines with a summary on stderr."""
     if fmt is OutputFormat.json:
         print_json({
             "topic": topic, "from": start_at.describe(), "until": end_at.describe(),
@@ -71,7 +92,7 @@ def tail(
             "scanned": result.scanned, "complete": result.complete, "matched": len(result.records),
             "records": [v.as_dict() for v in result.records],
         })
-        return 0
+        return
     if fmt is OutputFormat.tsv:
         sys.stdout.write("\t".join(TSV_COLUMNS) + "\n")
     for view in result.records:
@@ -79,7 +100,6 @@ def tail(
     cut = "" if result.complete else f" (stopped after {result.scanned:,} records: --max-scan)"
     err_console.print(f"[dim]{len(result.records)} record(s) shown, {result.scanned:,} scanned from {start_at.describe()}"
                       f" until {end_at.describe()}{cut}[/]", highlight=False)
-    return 0
 
 
 #: The columns of `tail --output tsv`: one line per record, values terminal-safe, payload as JSON.

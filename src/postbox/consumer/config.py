@@ -143,19 +143,7 @@ class ConsumerConfig:
         for f in fields(cls):
             if f.name in ("sources", "kafka_properties"):
                 continue
-            raw, source = None, "default"
-            if flags.get(f.name) is not None:
-                raw, source = flags[f.name], flag_name(f.name)
-            elif f.name in ("kafka_bootstrap", "redis_url"):
-                raw, source = getattr(settings, f.name), settings.sources.get(f.name, "default")
-            elif env.get(env_name(f.name)):
-                raw, source = env[env_name(f.name)], env_name(f.name)
-            elif app is not None and f.name == "group" and app.name:
-                raw, source = app.name, "app"
-            elif app is not None and f.name == "topics" and app.topics():
-                raw, source = app.topics(), "app"
-            elif app is not None and f.name == "schemas_dir" and app.schemas_dir is not None:
-                raw, source = app.schemas_dir, "app"
+            raw, source = _raw_value(f.name, flags, settings, env, app)
             if raw is None:
                 continue
             values[f.name] = _convert(f.name, raw, source)
@@ -175,10 +163,9 @@ class ConsumerConfig:
         if not self.topics:
             self._fail("topics", "", "at least one topic")
         for topic in self.topics:
-            if not _TOPIC.match(topic):
-                self._fail("topics", topic, "topic names of letters, digits, '.', '_' or '-' (at most 249)")
-            if topic.endswith(DLQ_SUFFIX):
-                self._fail("topics", topic, "origin topics, not dead-letter topics (a .dlq topic is written, never consumed here)")
+            refusal = _topic_refusal(topic)
+            if refusal:
+                self._fail("topics", topic, refusal)
         self._range("batch_size", 1, 100_000)
         self._range("batch_wait_ms", 0, 60_000)
         self._range("handler_retries", 0, 100)
@@ -192,15 +179,10 @@ class ConsumerConfig:
         self._range("max_poll_interval_ms", self.session_timeout_ms, 86_400_000)
         if self.marker_ttl < timedelta(minutes=1):
             self._fail("marker_ttl", self.marker_ttl, "at least a minute (keep it above the topics' retention.ms)")
-        if self.log_format not in LOG_FORMATS:
-            self._fail("log_format", self.log_format, " or ".join(LOG_FORMATS))
-        if self.log_level not in LOG_LEVELS:
-            self._fail("log_level", self.log_level, ", ".join(LOG_LEVELS))
-        if self.log_stderr not in LOG_STDERR:
-            self._fail("log_stderr", self.log_stderr, ", ".join(LOG_STDERR))
-        if self.auto_offset_reset not in OFFSET_RESETS:
-            self._fail("auto_offset_reset", self.auto_offset_reset, " or ".join(OFFSET_RESETS))
-        if self.instance_id is not None and self.instance_id != instance.DYNAMIC and not instance.is_valid(self.instance_id):
+        for name, allowed, expected in _CHOICES:
+            if getattr(self, name) not in allowed:
+                self._fail(name, getattr(self, name), expected)
+        if not _instance_id_ok(self.instance_id):
             self._fail("instance_id", self.instance_id, f"a name of letters, digits, '.', '_' or '-' (at most {instance.MAX_LENGTH}), or {instance.DYNAMIC!r}")
         if self.schemas_dir is not None and not Path(self.schemas_dir).is_dir():
             self._fail("schemas_dir", self.schemas_dir, "an existing folder of .avsc files")
@@ -285,51 +267,122 @@ _MISSING = {
 }
 
 
+def _raw_value(name: str, flags: Mapping[str, Any], settings: Settings, env: Mapping[str, str], app: "App | None") -> tuple[Any, str]:
+    """One field's raw value and where it came from: its flag, else (for the endpoints) the
+    settings, else its variable, else the app's default; (None, "default") when none sets it."""
+    if flags.get(name) is not None:
+        return flags[name], flag_name(name)
+    if name in ("kafka_bootstrap", "redis_url"):
+        return getattr(settings, name), settings.sources.get(name, "default")
+    if env.get(env_name(name)):
+        return env[env_name(name)], env_name(name)
+    from_app = _app_default(name, app)
+    if from_app is not None:
+        return from_app, "app"
+    return None, "default"
+
+
+def _app_default(name: str, app: "App | None") -> Any:
+    """What the app itself says for a field (its name as the group, the topics of its handlers,
+    its schemas folder), or None."""
+    if app is None:
+        return None
+    if name == "group" and app.name:
+        return app.name
+    if name == "topics" and app.topics():
+        return app.topics()
+    if name == "schemas_dir":
+        return app.schemas_dir
+    return None
+
+
+def _topic_refusal(topic: str) -> str | None:
+    """What a topic to consume should have been, or None when it can be consumed."""
+    if not _TOPIC.match(topic):
+        return "topic names of letters, digits, '.', '_' or '-' (at most 249)"
+    if topic.endswith(DLQ_SUFFIX):
+        return "origin topics, not dead-letter topics (a .dlq topic is written, never consumed here)"
+    return None
+
+
+def _instance_id_ok(value: str | None) -> bool:
+    """Unset, ``none`` (a dynamic member) or a name the broker takes as ``group.instance.id``."""
+    return value is None or value == instance.DYNAMIC or instance.is_valid(value)
+
+
+#: Settings with a fixed set of values, in the order they are checked: (field, allowed, expected).
+_CHOICES = (
+    ("log_format", LOG_FORMATS, " or ".join(LOG_FORMATS)),
+    ("log_level", LOG_LEVELS, ", ".join(LOG_LEVELS)),
+    ("log_stderr", LOG_STDERR, ", ".join(LOG_STDERR)),
+    ("auto_offset_reset", OFFSET_RESETS, " or ".join(OFFSET_RESETS)),
+)
+
+_INTS = frozenset({"batch_size", "batch_wait_ms", "handler_retries", "transient_retry_attempts", "backoff_base_ms", "backoff_max_ms",
+                   "metrics_port", "session_timeout_ms", "max_poll_interval_ms"})  # fmt: skip
+
+#: What a field's value should look like, for the error on one that does not convert (default: a whole number).
+_EXPECTED = {
+    "marker_ttl": "a duration such as 691200, 8d, 36h or 90m",
+    "transient_retry_timeout": "a duration such as 10m, 1h, 30s or 500ms",
+    "require_durable": "true or false",
+    "legacy_markers": "true or false",
+    "redis_replicas": f"auto or a number of replicas from 0 to {replicas.MAX_REPLICAS}",
+    "topics": "comma-separated topic names",
+}
+
+
 def _convert(name: str, raw: Any, source: str) -> Any:
     """Turn a flag or variable value into the field's type; ConfigError names ``source``."""
-    ints = {"batch_size", "batch_wait_ms", "handler_retries", "transient_retry_attempts", "backoff_base_ms", "backoff_max_ms",
-            "metrics_port", "session_timeout_ms", "max_poll_interval_ms"}  # fmt: skip
     try:
-        if name == "topics":
-            items = raw.split(",") if isinstance(raw, str) else list(raw)
-            topics = tuple(dict.fromkeys(t.strip() for t in items if t and t.strip()))
-            if not topics:
-                raise ValueError("no topic names")
-            return topics
-        if name in ints:
-            if isinstance(raw, bool):
-                raise ValueError("not a number")
-            if isinstance(raw, int):
-                return raw
-            text = str(raw).strip().replace("_", "")
-            if not re.fullmatch(r"-?\d+", text):
-                raise ValueError("not a whole number")
-            return int(text)
-        if name in ("marker_ttl", "transient_retry_timeout"):
-            return parse_duration(raw)
-        if name in ("require_durable", "legacy_markers"):
-            return parse_bool(raw)
-        if name == "redis_replicas":
-            return replicas.parse(raw)
-        if name == "schemas_dir":
-            return Path(raw).expanduser()
-        if name in ("log_format", "log_stderr", "auto_offset_reset"):
-            return str(raw).strip().lower()
-        if name == "log_level":
-            return str(raw).strip().upper()
-        return str(raw).strip()
+        return _parse(name, raw)
     except ValueError as exc:
-        expected = {
-            "marker_ttl": "a duration such as 691200, 8d, 36h or 90m",
-            "transient_retry_timeout": "a duration such as 10m, 1h, 30s or 500ms",
-            "require_durable": "true or false",
-            "legacy_markers": "true or false",
-            "redis_replicas": f"auto or a number of replicas from 0 to {replicas.MAX_REPLICAS}",
-            "topics": "comma-separated topic names",
-        }.get(name, "a whole number")
+        expected = _EXPECTED.get(name, "a whole number")
         raise ConfigError(
             f"{source}={_shown(raw)}: expected {expected} ({exc})", fix=f"set {flag_name(name)} or {env_name(name)}"
         ) from None
+
+
+def _parse(name: str, raw: Any) -> Any:
+    """The field's value from a flag or variable; ValueError says what could not be read."""
+    if name == "topics":
+        return _parse_topics(raw)
+    if name in _INTS:
+        return _parse_int(raw)
+    if name in ("marker_ttl", "transient_retry_timeout"):
+        return parse_duration(raw)
+    if name in ("require_durable", "legacy_markers"):
+        return parse_bool(raw)
+    if name == "redis_replicas":
+        return replicas.parse(raw)
+    if name == "schemas_dir":
+        return Path(raw).expanduser()
+    if name in ("log_format", "log_stderr", "auto_offset_reset"):
+        return str(raw).strip().lower()
+    if name == "log_level":
+        return str(raw).strip().upper()
+    return str(raw).strip()
+
+
+def _parse_topics(raw: Any) -> tuple[str, ...]:
+    """Comma-separated names (or a sequence of them), blanks and repeats dropped, order kept."""
+    items = raw.split(",") if isinstance(raw, str) else list(raw)
+    topics = tuple(dict.fromkeys(t.strip() for t in items if t and t.strip()))
+    if not topics:
+        raise ValueError("no topic names")
+    return topics
+
+
+def _parse_int(raw: Any) -> int:
+    """A whole number, given as one or as text (``_`` separators allowed); a bool is refused."""
+    if isinstance(raw, bool):
+        raise ValueError("not a number")
+    if isinstance(raw, int):
+        return raw
+    text = str(raw).strip().replace("_", "")
+    if not re.fullmatch(r"-?\d+", text):
+        raise ValueError("not a whole number")
+    return int(text)
 
 
 def _shown(value: Any) -> str:

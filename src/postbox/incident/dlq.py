@@ -297,40 +297,60 @@ def plan_replay(
     # timestamp ties: one batch's dead letters share a millisecond, and an aggregate's must go
     # back in the order they were dead-lettered (its offsets in its dead-letter partition)
     for letter in sorted(letters, key=_dead_letter_position, reverse=True):
-        topic = letter.origin_topic
-        if topic not in partitions_of:
-            partitions_of[topic] = len(kafka.partitions(topic)) if kafka.topic_exists(topic) else 0
-        created = letter.created_at
-        age = now - created if created else None
-        partition = letter.origin_partition
-        if partition is not None and not 0 <= partition < partitions_of[topic]:
-            partition = None  # partition count changed: let the key choose (murmur2, like Java)
-        item = ReplayItem(letter, topic, partition, age, "ready")
+        item = _new_item(kafka, letter, now, partitions_of)
+        topic = item.topic
         dedupe = (topic, letter.event_id)
         if letter.event_id and dedupe in seen:
             item.status, item.reason = "duplicate", f"same event as {seen[dedupe].letter.ref} (replayed once)"
         elif partitions_of[topic] == 0:
             item.status, item.reason = "no-origin", f"origin topic {topic} does not exist"
-        elif age is None:
-            item.status = "unsafe" if not force else "ready"
-            item.reason = "creation time unknown: cannot tell whether dedupe markers still exist"
         else:
-            if group_ttls is not None and topic not in readers_of:
-                readers_of[topic] = sorted(kafka.groups_on_topic(topic))
-            ttl, whose = shortest_ttl(marker_ttl, group_ttls, [*readers_of.get(topic, ()), *([letter.group] if letter.group else [])])
-            if age >= ttl - margin:
-                item.status = "unsafe" if not force else "ready"
-                item.reason = (
-                    f"created {human_duration(age)} ago; dedupe markers{f' of group {whose}' if whose else ''} live"
-                    f" {human_duration(ttl)} (margin {human_duration(margin)}): a group that applied it may apply it again"
-                    + (" (--force given)" if force else "")
-                )
+            _judge_age(kafka, item, marker_ttl=marker_ttl, margin=margin, force=force, group_ttls=group_ttls, readers_of=readers_of)
         _fetch_original(kafka, item)
         if letter.event_id and dedupe not in seen:
             seen[dedupe] = item
         items.append(item)
     items.reverse()
     return _in_origin_order(items)
+
+
+def _new_item(kafka: Kafka, letter: DeadLetter, now: datetime, partitions_of: dict[str, int]) -> ReplayItem:
+    """A dead letter's replay item, ``ready`` until judged: its origin topic, its age and its origin
+    partition while the topic still has it. ``partitions_of`` caches each topic's partition count
+    (0: the topic is gone)."""
+    topic = letter.origin_topic
+    if topic not in partitions_of:
+        partitions_of[topic] = len(kafka.partitions(topic)) if kafka.topic_exists(topic) else 0
+    created = letter.created_at
+    age = now - created if created else None
+    partition = letter.origin_partition
+    if partition is not None and not 0 <= partition < partitions_of[topic]:
+        partition = None  # partition count changed: let the key choose (murmur2, like Java)
+    return ReplayItem(letter, topic, partition, age, "ready")
+
+
+def _judge_age(
+    kafka: Kafka, item: ReplayItem, *, marker_ttl: timedelta, margin: timedelta, force: bool,
+    group_ttls: Mapping[str, timedelta] | None, readers_of: dict[str, list[str]],
+) -> None:
+    """Mark an item ``unsafe`` (``ready`` with ``force``, the reason kept) when its age is unknown or
+    past the shortest marker TTL, less ``margin``, of the groups that may have applied it.
+    ``readers_of`` caches each topic's groups (read only when groups published their TTLs)."""
+    letter, topic, age = item.letter, item.topic, item.age
+    if age is None:
+        item.status = "unsafe" if not force else "ready"
+        item.reason = "creation time unknown: cannot tell whether dedupe markers still exist"
+        return
+    if group_ttls is not None and topic not in readers_of:
+        readers_of[topic] = sorted(kafka.groups_on_topic(topic))
+    ttl, whose = shortest_ttl(marker_ttl, group_ttls, [*readers_of.get(topic, ()), *([letter.group] if letter.group else [])])
+    if age >= ttl - margin:
+        item.status = "unsafe" if not force else "ready"
+        item.reason = (
+            f"created {human_duration(age)} ago; dedupe markers{f' of group {whose}' if whose else ''} live"
+            f" {human_duration(ttl)} (margin {human_duration(margin)}): a group that applied it may apply it again"
+            + (" (--force given)" if force else "")
+        )
 
 
 def _in_origin_order(items: list[ReplayItem]) -> list[ReplayItem]:

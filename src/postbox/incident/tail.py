@@ -209,30 +209,24 @@ def follow(
     consumer = kafka.new_reader()
     shown = 0
     last = time.monotonic()
-    open_parts = {p for p in partitions if not (end is not None and end.kind == "offset" and starts[p] >= end.value)}
+    open_parts = _open_partitions(partitions, starts, end)
     try:
         consumer.assign([TopicPartition(topic, p, starts[p]) for p in sorted(open_parts)])
         while open_parts and (limit is None or shown < limit):
             # consume() returns once it has num_messages or after the timeout: with --limit and no
             # filter, no more than the records still to show, so the last ones are not held back
             # 0.5 s (with a filter, matches are not records read: full batches)
-            wanted = 500 if limit is None or filters.active else max(1, min(500, limit - shown))
+            wanted = _batch_size(limit, shown, filters)
             batch = consumer.consume(num_messages=wanted, timeout=0.5)
-            if not batch and idle_timeout is not None and time.monotonic() - last > idle_timeout:
+            if not batch and _idle_past(last, idle_timeout):
                 return
             for msg in batch:
                 if msg.error():
-                    if msg.error().code() in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN):
-                        raise kafka.unavailable(msg.error().str())
+                    _raise_if_unavailable(kafka, msg)
                     continue
                 last = time.monotonic()
-                if msg.partition() not in open_parts:
+                if not _admit(msg, open_parts, end):
                     continue
-                if _past(msg, end):
-                    open_parts.discard(msg.partition())
-                    continue
-                if end is not None and end.kind == "offset" and msg.offset() >= end.value - 1:
-                    open_parts.discard(msg.partition())  # its last record before --until
                 view = render(msg, codec)
                 if filters.matches(view):
                     shown += 1
@@ -241,6 +235,40 @@ def follow(
                         return
     finally:
         consumer.close()
+
+
+def _open_partitions(partitions: list[int], starts: dict[int, int], end: End | None) -> set[int]:
+    """The partitions with something to show: all, less those that start at or past an ``--until`` offset."""
+    return {p for p in partitions if not (end is not None and end.kind == "offset" and starts[p] >= end.value)}
+
+
+def _batch_size(limit: int | None, shown: int, filters: Filters) -> int:
+    """How many records one consume() asks for."""
+    return 500 if limit is None or filters.active else max(1, min(500, limit - shown))
+
+
+def _idle_past(last: float, idle_timeout: float | None) -> bool:
+    """True once ``--idle-timeout`` seconds have passed since the last record (``last``, monotonic)."""
+    return idle_timeout is not None and time.monotonic() - last > idle_timeout
+
+
+def _raise_if_unavailable(kafka: Kafka, msg: Any) -> None:
+    """An error record that means the brokers are gone stops the follow; any other is skipped."""
+    if msg.error().code() in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN):
+        raise kafka.unavailable(msg.error().str())
+
+
+def _admit(msg: Any, open_parts: set[int], end: End | None) -> bool:
+    """Whether a record is shown (when it matches): not when its partition is closed or it is past
+    ``--until``; the partition closes at the first record past ``--until`` or at its last before it."""
+    if msg.partition() not in open_parts:
+        return False
+    if _past(msg, end):
+        open_parts.discard(msg.partition())
+        return False
+    if end is not None and end.kind == "offset" and msg.offset() >= end.value - 1:
+        open_parts.discard(msg.partition())  # its last record before --until
+    return True
 
 
 def _past(msg: Any, end: End | None) -> bool:

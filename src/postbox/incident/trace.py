@@ -250,48 +250,22 @@ def trace_event(
     aggregate_type = outbox.get("aggregate_type") if outbox.get("state") == "found" else None
 
     # -- 2. the Kafka record -----------------------------------------------------------------------
-    if topic:
-        kafka.require_topic(topic)
-        topics = [topic]
-    elif aggregate_type:
-        topics = [topic_for(aggregate_type)]
-    else:
-        topics = [t for t in kafka.topic_names() if t.startswith(TOPIC_PREFIX) and not t.endswith(DLQ_SUFFIX)]
-    topics = [t for t in topics if kafka.topic_exists(t)]
+    topics = _topics_to_search(kafka, topic, aggregate_type)
     trace.topics_searched = topics
-    created = uuid7_time(event_id)
-    if created is None and outbox.get("created_at"):
-        created = datetime.fromisoformat(outbox["created_at"].replace("Z", "+00:00"))
-    start_ms = int((created - START_MARGIN).timestamp() * 1000) if created else None
+    start_ms = _scan_start_ms(event_id, outbox)
     trace.records, trace.scanned, trace.scan_complete = _find_records(
         kafka, topics, event_id, start_ms, max_scan, progress_factory(f"searching {len(topics)} topic(s) for event {event_id}"), codec,
     )
     rec = trace.record
 
     # -- dead letters of the event (any group) ------------------------------------------------------
-    origin_topics = [rec.topic] if rec else topics
-    dlq_names = [t + DLQ_SUFFIX for t in origin_topics if kafka.topic_exists(t + DLQ_SUFFIX)]
-    if dlq_names:
-        found, scanned, complete = _find_records(
-            kafka, dlq_names, event_id, start_ms, max_scan, progress_factory("searching dead-letter topics"), codec, first_only=False,
-        )
-        trace.dead_letters = [DeadLetter(r) for r in found]
-        if not complete:
-            trace.notes.append(f"dead-letter search stopped after {scanned:,} records (--max-scan)")
+    _add_dead_letters(trace, kafka, [rec.topic] if rec else topics, start_ms, max_scan, progress_factory, codec)
 
     # -- 3. consumer groups ---------------------------------------------------------------------------
     if rec is not None:
-        try:
-            committed_by_group = kafka.groups_on_topic(rec.topic)
-        except PostboxError as exc:  # the groups asked for by name are still traced
-            committed_by_group = {}
-            trace.groups_error = exc.message + (f" (fix: {exc.fix})" if exc.fix else "")
-            trace.notes.append(f"the consumer groups could not be listed: {trace.groups_error}")
+        committed_by_group = _committed_by_group(trace, kafka, rec.topic)
         names = list(groups) if groups else sorted(set(committed_by_group) | {d.group for d in trace.dead_letters if d.group})
-        anchors = []
-        agg = rec.meta.aggregate_type or aggregate_type
-        if agg and rec.key is not None:
-            anchors.append(f"{agg}:{rec.key}")
+        anchors = _anchors(rec, aggregate_type)
         for name in names:
             trace.groups.append(_trace_group(
                 name, rec, kafka, redis_state, committed_by_group.get(name, {}), trace.dead_letters,
@@ -304,12 +278,68 @@ def trace_event(
     return trace
 
 
+def _topics_to_search(kafka: Kafka, topic: str | None, aggregate_type: str | None) -> list[str]:
+    """The topics that may hold the event: the one named (it must exist), the aggregate type's, or
+    every outbox topic when the type is not known; those that no longer exist are left out."""
+    if topic:
+        kafka.require_topic(topic)
+        topics = [topic]
+    elif aggregate_type:
+        topics = [topic_for(aggregate_type)]
+    else:
+        topics = [t for t in kafka.topic_names() if t.startswith(TOPIC_PREFIX) and not t.endswith(DLQ_SUFFIX)]
+    return [t for t in topics if kafka.topic_exists(t)]
+
+
+def _scan_start_ms(event_id: str, outbox: dict[str, Any]) -> int | None:
+    """Where the scan starts (ms): a margin before the event's creation time, read from its UUIDv7 id
+    or else from its outbox row; None (the beginning) when neither tells."""
+    created = uuid7_time(event_id)
+    if created is None and outbox.get("created_at"):
+        created = datetime.fromisoformat(outbox["created_at"].replace("Z", "+00:00"))
+    return int((created - START_MARGIN).timestamp() * 1000) if created else None
+
+
+def _add_dead_letters(
+    trace: Trace, kafka: Kafka, origin_topics: list[str], start_ms: int | None, max_scan: int,
+    progress_factory: Callable[[str], Callable[[int, int | None], None]], codec: AvroCodec,
+) -> None:
+    """The event's dead letters (any group) in the dead-letter topics of ``origin_topics`` that exist,
+    with a note when the search was cut by --max-scan."""
+    dlq_names = [t + DLQ_SUFFIX for t in origin_topics if kafka.topic_exists(t + DLQ_SUFFIX)]
+    if not dlq_names:
+        return
+    found, scanned, complete = _find_records(
+        kafka, dlq_names, trace.event_id, start_ms, max_scan, progress_factory("searching dead-letter topics"), codec, first_only=False,
+    )
+    trace.dead_letters = [DeadLetter(r) for r in found]
+    if not complete:
+        trace.notes.append(f"dead-letter search stopped after {scanned:,} records (--max-scan)")
+
+
+def _committed_by_group(trace: Trace, kafka: Kafka, topic: str) -> dict[str, dict[int, int]]:
+    """Each group's committed offsets on ``topic``; when the groups cannot be listed, none (the groups
+    asked for by name are still traced) and the reason, kept on the trace and in its notes."""
+    try:
+        return kafka.groups_on_topic(topic)
+    except PostboxError as exc:
+        trace.groups_error = exc.message + (f" (fix: {exc.fix})" if exc.fix else "")
+        trace.notes.append(f"the consumer groups could not be listed: {trace.groups_error}")
+        return {}
+
+
+def _anchors(rec: RecordView, aggregate_type: str | None) -> list[str]:
+    """The aggregate anchor ``<type>:<key>`` a group's marker may be found under, when the record tells it."""
+    agg = rec.meta.aggregate_type or aggregate_type
+    return [f"{agg}:{rec.key}"] if agg and rec.key is not None else []
+
+
 def _find_records(
     kafka: Kafka, topics: list[str], event_id: str, start_ms: int | None, max_scan: int,
     progress: Callable[[int, int | None], None], codec: AvroCodec, first_only: bool = True,
 ) -> tuple[list[RecordView], int, bool]:
     starts, ends = kafka.read_ranges(topics, since_ms=start_ms)  # a topic deleted since the listing is left out
-    total = sum(max(0, ends[tp] - starts[tp]) for tp in starts)
+    total = _record_count(starts, ends)
     wanted = event_id.encode()
     found: list[RecordView] = []
     hit_partition: tuple[str, int] | None = None
@@ -325,8 +355,7 @@ def _find_records(
             if msg.timestamp()[1] > (hit_deadline or 0):
                 stop_flag[0] = True
                 continue
-        headers = msg.headers() or []
-        if not any(k == "id" and v is not None and (v == wanted or v.strip(b'"') == wanted) for k, v in headers):
+        if not _carries_id(msg, wanted):
             continue
         found.append(render(msg, codec))
         if first_only and hit_partition is None:
@@ -336,19 +365,24 @@ def _find_records(
     return found, scanned, complete
 
 
+def _record_count(starts: Mapping[Any, int], ends: Mapping[Any, int]) -> int:
+    """How many records a scan from ``starts`` to ``ends`` (per topic partition) reads at most."""
+    return sum(max(0, ends[tp] - starts[tp]) for tp in starts)
+
+
+def _carries_id(msg: Any, wanted: bytes) -> bool:
+    """True when the record's ``id`` header is the event id (bare or JSON-quoted)."""
+    headers = msg.headers() or []
+    return any(k == "id" and v is not None and (v == wanted or v.strip(b'"') == wanted) for k, v in headers)
+
+
 def _trace_group(
     group: str, rec: RecordView, kafka: Kafka, redis_state: RedisState | None, committed: dict[int, int],
     dead_letters: list[DeadLetter], anchors: list[str], marker_ttl: timedelta, scan_redis: bool,
     progress_factory: Callable[[str], Callable[[int, int | None], None]],
 ) -> GroupTrace:
     g = GroupTrace(group)
-    info = kafka.describe_group(group)
-    g.state, g.members = info.state, len(info.members)
-    g.committed = committed.get(rec.partition)
-    g.end = kafka.watermarks(rec.topic, [rec.partition])[rec.partition][1]
-    g.consumed = g.committed is not None and g.committed > rec.offset
-    if not g.consumed:
-        g.behind = rec.offset - (g.committed if g.committed is not None else kafka.watermarks(rec.topic, [rec.partition])[rec.partition][0]) + 1
+    _place_group(g, rec, kafka, committed)
     mine = [d for d in dead_letters if d.group in (group, None)]
     g.dead_letters = [
         {"ref": d.ref, "error": d.error, "error_class": d.error_class, "failed_at": iso(d.failed_at), "attempts": d.attempts}
@@ -356,47 +390,77 @@ def _trace_group(
     ]
     marker = None
     if redis_state is not None:
-        marker = redis_state.find_marker(group, rec.meta.event_id or "", anchors)
-        if marker is None and scan_redis and g.consumed and not mine:
-            marker, scanned, complete = redis_state.scan_marker(
-                group, rec.meta.event_id or "", progress=progress_factory(f"SCAN for the marker of group {group}"),
-            )
-            if not complete and marker is None:
-                g.summary = f"(marker SCAN stopped after {scanned:,} keys)"
+        marker = _find_marker(g, rec, redis_state, anchors, scan_redis=scan_redis and g.consumed and not mine, progress_factory=progress_factory)
         g.failures = [f.as_dict() for f in redis_state.failures(group, rec.meta.event_id or "", anchors)]
     verdict = marker.verdict if marker is not None else None
     applied = marker.applied_at(marker_ttl) if marker is not None else None
     if marker is not None:
         g.marker = _marker_fields(marker, verdict, applied)
-    if verdict is not None and not mine:
-        g.status = "failed"
-        owed = "acknowledged" if verdict.delivered else "owed (written when the group reads the record again)"
-        g.summary = f"failed in {group}: {verdict.error_class}: {verdict.error} (its verdict is in its marker; dead letter {owed})"
-    elif marker is not None and verdict is None:
-        g.status = "applied"
-        when = f" at ~{iso(applied)}" if applied else ""
-        g.summary = f"applied by {group}{when}" + (" (after being dead-lettered; replayed)" if mine else "")
-    elif mine:
-        last = mine[-1]
-        g.status = "dead-lettered"
-        g.summary = f"dead-lettered by {group}: {last.error_class or 'error'}: {last.error or '?'}"
-    elif g.failures:
-        last = g.failures[-1]
-        g.status = "failed"
-        g.summary = f"failed in {group} at {last.get('at')}: {last.get('error')} (in its failure stream, not in the DLQ)"
-    elif g.consumed:
-        g.status = "consumed-no-marker"
-        age = datetime.now(timezone.utc) - datetime.fromtimestamp((rec.timestamp_ms or 0) / 1000, tz=timezone.utc)
-        why = (
-            f"the marker expired (the event is {human_duration(age)} old, markers live {human_duration(marker_ttl)})"
-            if age > marker_ttl else "no marker under the aggregate anchor, the event id or a SCAN: a different namespace or Redis?"
-        )
-        g.summary = f"consumed by {group} (committed {g.committed:,} > offset {rec.offset:,}) but {why}"
-    else:
-        g.status = "waiting"
-        stopped = "" if g.members else " (no members: its consumers are stopped)"
-        g.summary = f"waiting: group {group} is {g.behind:,} behind on partition {rec.partition}{stopped}"
+    g.status, g.summary = _group_status(g, rec, marker, verdict, applied, mine, marker_ttl)
     return g
+
+
+def _place_group(g: GroupTrace, rec: RecordView, kafka: Kafka, committed: dict[int, int]) -> None:
+    """Where the group stands against the record: its state and members, its committed offset on the
+    record's partition, and whether that is past the record (else how far behind it is)."""
+    info = kafka.describe_group(g.group)
+    g.state, g.members = info.state, len(info.members)
+    g.committed = committed.get(rec.partition)
+    g.end = kafka.watermarks(rec.topic, [rec.partition])[rec.partition][1]
+    g.consumed = g.committed is not None and g.committed > rec.offset
+    if not g.consumed:
+        g.behind = rec.offset - (g.committed if g.committed is not None else kafka.watermarks(rec.topic, [rec.partition])[rec.partition][0]) + 1
+
+
+def _find_marker(
+    g: GroupTrace, rec: RecordView, redis_state: RedisState, anchors: list[str], *, scan_redis: bool,
+    progress_factory: Callable[[str], Callable[[int, int | None], None]],
+) -> Marker | None:
+    """The group's marker of the event, under its anchors or its id; ``scan_redis``: else by SCAN
+    (only for a consumed record that no dead letter explains), noted on ``g`` when cut short."""
+    marker = redis_state.find_marker(g.group, rec.meta.event_id or "", anchors)
+    if marker is None and scan_redis:
+        marker, scanned, complete = redis_state.scan_marker(
+            g.group, rec.meta.event_id or "", progress=progress_factory(f"SCAN for the marker of group {g.group}"),
+        )
+        if not complete and marker is None:
+            g.summary = f"(marker SCAN stopped after {scanned:,} keys)"
+    return marker
+
+
+def _group_status(
+    g: GroupTrace, rec: RecordView, marker: Marker | None, verdict: Verdict | None, applied: datetime | None,
+    mine: list[DeadLetter], marker_ttl: timedelta,
+) -> tuple[str, str]:
+    """The group's status and summary line, from the strongest evidence down: a failure verdict in
+    its marker, the marker, its dead letters, its failure stream, its committed offset."""
+    group = g.group
+    if verdict is not None and not mine:
+        owed = "acknowledged" if verdict.delivered else "owed (written when the group reads the record again)"
+        return "failed", f"failed in {group}: {verdict.error_class}: {verdict.error} (its verdict is in its marker; dead letter {owed})"
+    if marker is not None and verdict is None:
+        when = f" at ~{iso(applied)}" if applied else ""
+        return "applied", f"applied by {group}{when}" + (" (after being dead-lettered; replayed)" if mine else "")
+    if mine:
+        last = mine[-1]
+        return "dead-lettered", f"dead-lettered by {group}: {last.error_class or 'error'}: {last.error or '?'}"
+    if g.failures:
+        failure = g.failures[-1]
+        return "failed", f"failed in {group} at {failure.get('at')}: {failure.get('error')} (in its failure stream, not in the DLQ)"
+    if g.consumed:
+        return "consumed-no-marker", _no_marker_summary(g, rec, marker_ttl)
+    stopped = "" if g.members else " (no members: its consumers are stopped)"
+    return "waiting", f"waiting: group {group} is {g.behind:,} behind on partition {rec.partition}{stopped}"
+
+
+def _no_marker_summary(g: GroupTrace, rec: RecordView, marker_ttl: timedelta) -> str:
+    """Why a group that committed past the record has no marker of it: expired, or not where it was looked for."""
+    age = datetime.now(timezone.utc) - datetime.fromtimestamp((rec.timestamp_ms or 0) / 1000, tz=timezone.utc)
+    why = (
+        f"the marker expired (the event is {human_duration(age)} old, markers live {human_duration(marker_ttl)})"
+        if age > marker_ttl else "no marker under the aggregate anchor, the event id or a SCAN: a different namespace or Redis?"
+    )
+    return f"consumed by {g.group} (committed {g.committed:,} > offset {rec.offset:,}) but {why}"
 
 
 def _marker_fields(marker: Marker, verdict: Verdict | None, applied: datetime | None) -> dict[str, Any]:
@@ -413,29 +477,8 @@ def _marker_fields(marker: Marker, verdict: Verdict | None, applied: datetime | 
 
 def _verdict(trace: Trace, marker_ttl: timedelta) -> None:
     rec = trace.record
-    row = trace.outbox
     if rec is None:
-        if trace.dead_letters:
-            d = trace.dead_letters[-1]
-            trace.status = "dead-lettered"
-            trace.verdict = f"dead-lettered by {d.group or '?'}: {d.error_class or 'error'}: {d.error or '?'} (original record no longer in {d.origin_topic})"
-            return
-        scan = "" if trace.scan_complete else f" (scan stopped after {trace.scanned:,} records: raise --max-scan)"
-        if row.get("state") == "found":
-            trace.status = "not-published"
-            trace.verdict = (
-                f"not published yet: in the outbox since {row.get('created_at')} but not on "
-                f"{', '.join(trace.topics_searched) or topic_for(str(row.get('aggregate_type')))}{scan}: check the connector and slot (`postbox lag`)"
-            )
-            return
-        trace.status = "unknown"
-        where = "in the outbox" if row.get("state") == "absent" else "in Kafka"
-        trace.verdict = (
-            f"unknown: event {trace.event_id} is not {where}"
-            f"{' or in Kafka' if where == 'in the outbox' else ''} ({len(trace.topics_searched)} topic(s), {trace.scanned:,} records searched){scan}"
-        )
-        if row.get("state") == "unreadable":
-            trace.verdict += "; the outbox row could not be read with this role"
+        trace.status, trace.verdict = _verdict_without_record(trace)
         return
     place = f"{rec.topic}[{rec.partition}]@{rec.offset}"
     if trace.groups_error is not None and not trace.groups:
@@ -446,16 +489,46 @@ def _verdict(trace: Trace, marker_ttl: timedelta) -> None:
         trace.status = "published"
         trace.verdict = f"published to {place} at {iso_ms(rec.timestamp_ms)}; no consumer group has committed offsets on {rec.topic}"
         return
+    trace.status, trace.verdict = _verdict_of_groups(trace.groups)
+
+
+def _verdict_of_groups(groups: list[GroupTrace]) -> tuple[str, str]:
+    """The worst group's status, and every group's summary, worst first; when every one of several
+    groups applied it, which applied it when."""
     order = ["dead-lettered", "failed", "consumed-no-marker", "waiting", "applied"]
-    worst = min((g.status for g in trace.groups), key=lambda s: order.index(s) if s in order else 0)
-    trace.status = worst if worst != "consumed-no-marker" else "consumed-no-marker"
-    parts = [g.summary for g in sorted(trace.groups, key=lambda g: order.index(g.status) if g.status in order else 0)]
-    trace.verdict = "; ".join(parts)
-    if worst == "applied" and len(trace.groups) > 1:
-        trace.verdict = "applied by " + ", ".join(
+    worst = min((g.status for g in groups), key=lambda s: order.index(s) if s in order else 0)
+    status = worst if worst != "consumed-no-marker" else "consumed-no-marker"
+    parts = [g.summary for g in sorted(groups, key=lambda g: order.index(g.status) if g.status in order else 0)]
+    verdict = "; ".join(parts)
+    if worst == "applied" and len(groups) > 1:
+        verdict = "applied by " + ", ".join(
             f"{g.group} at ~{g.marker['applied_at_estimate']}" if g.marker and g.marker.get("applied_at_estimate") else g.group
-            for g in trace.groups
+            for g in groups
         )
+    return status, verdict
+
+
+def _verdict_without_record(trace: Trace) -> tuple[str, str]:
+    """Status and verdict when no copy of the event was found in Kafka: dead-lettered (the original
+    gone), still in the outbox (not published), or nowhere that was searched."""
+    row = trace.outbox
+    if trace.dead_letters:
+        d = trace.dead_letters[-1]
+        return "dead-lettered", f"dead-lettered by {d.group or '?'}: {d.error_class or 'error'}: {d.error or '?'} (original record no longer in {d.origin_topic})"
+    scan = "" if trace.scan_complete else f" (scan stopped after {trace.scanned:,} records: raise --max-scan)"
+    if row.get("state") == "found":
+        return "not-published", (
+            f"not published yet: in the outbox since {row.get('created_at')} but not on "
+            f"{', '.join(trace.topics_searched) or topic_for(str(row.get('aggregate_type')))}{scan}: check the connector and slot (`postbox lag`)"
+        )
+    where = "in the outbox" if row.get("state") == "absent" else "in Kafka"
+    verdict = (
+        f"unknown: event {trace.event_id} is not {where}"
+        f"{' or in Kafka' if where == 'in the outbox' else ''} ({len(trace.topics_searched)} topic(s), {trace.scanned:,} records searched){scan}"
+    )
+    if row.get("state") == "unreadable":
+        verdict += "; the outbox row could not be read with this role"
+    return "unknown", verdict
 
 
 __all__ = ["Trace", "parse_event_id", "read_outbox_row", "reading_database_url", "trace_event", "IncidentError"]

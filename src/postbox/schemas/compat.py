@@ -276,8 +276,21 @@ def sample(schema: Any, names: dict[str, Any], variant: int = 0) -> Any:
     if isinstance(schema, list):
         return sample(schema[-1 if variant else 0], names, variant)
     kind = _kind(schema)
-    logical = schema.get("logicalType") if isinstance(schema, dict) else None
-    if logical in ("timestamp-millis", "timestamp-micros", "local-timestamp-millis", "local-timestamp-micros"):
+    logical = _logical_sample(schema.get("logicalType") if isinstance(schema, dict) else None)
+    if logical is not _NOT_LOGICAL:
+        return logical
+    return _sample_of_kind(kind, schema, names, variant)
+
+
+#: What :func:`_logical_sample` returns for a type whose logical type (if any) has no sample of its own.
+_NOT_LOGICAL = object()
+_TIMESTAMPS = ("timestamp-millis", "timestamp-micros", "local-timestamp-millis", "local-timestamp-micros")
+
+
+def _logical_sample(logical: Any) -> Any:
+    """A sample of a logical type fastavro encodes from a Python type of its own (a datetime, a
+    Decimal, a UUID string), or _NOT_LOGICAL: the underlying type's sample then serves."""
+    if logical in _TIMESTAMPS:
         return datetime(2024, 1, 2, 3, 4, 5, tzinfo=timezone.utc) if logical.startswith("timestamp") else datetime(2024, 1, 2)
     if logical == "date":
         return datetime(2024, 1, 2).date()
@@ -285,6 +298,12 @@ def sample(schema: Any, names: dict[str, Any], variant: int = 0) -> Any:
         return Decimal(1)
     if logical == "uuid":
         return "00000000-0000-7000-8000-000000000000"
+    return _NOT_LOGICAL
+
+
+def _sample_of_kind(kind: str, schema: Any, names: dict[str, Any], variant: int) -> Any:
+    """The sample of a named or primitive Avro type: ``sample``'s own recursion for the types
+    that hold others (record, array, map), a fixed value for the rest."""
     if kind == "record":
         return {f["name"]: sample(f["type"], names, variant) for f in schema["fields"]}
     if kind == "enum":

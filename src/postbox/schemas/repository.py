@@ -116,25 +116,32 @@ def scan(directory: Path) -> ScanResult:
             problems.append(f"{agg_dir}: {agg_dir.name!r} cannot be an aggregate type (letters, digits, _ and - only)")
             continue
         for path in sorted(agg_dir.iterdir()):
-            if path.name.startswith(".") or path.is_dir():
-                continue
-            match = FILE_PATTERN.match(path.name)
-            if not match:
-                if path.suffix == ".avsc":
-                    problems.append(f"{path}: name it <EventType>.v<N>.avsc (e.g. OrderPlaced.v1.avsc)")
-                continue
-            try:
-                raw = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-                problems.append(f"{path}: not readable JSON: {exc}")
-                continue
-            try:
-                schemas.append(
-                    EventSchema.from_json(agg_dir.name, match["event"], int(match["version"]), raw, path)
-                )
-            except SchemaError as exc:
-                problems.append(exc.message)
+            loaded = _load_file(agg_dir.name, path)
+            if isinstance(loaded, EventSchema):
+                schemas.append(loaded)
+            elif loaded is not None:
+                problems.append(loaded)
     return ScanResult(schemas, problems)
+
+
+def _load_file(aggregate_type: str, path: Path) -> EventSchema | str | None:
+    """One file of an aggregate's folder: its schema, the problem line that says why it did not
+    load, or None for a file that is not meant to be a schema (hidden, a folder, not ``.avsc``)."""
+    if path.name.startswith(".") or path.is_dir():
+        return None
+    match = FILE_PATTERN.match(path.name)
+    if not match:
+        if path.suffix == ".avsc":
+            return f"{path}: name it <EventType>.v<N>.avsc (e.g. OrderPlaced.v1.avsc)"
+        return None
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return f"{path}: not readable JSON: {exc}"
+    try:
+        return EventSchema.from_json(aggregate_type, match["event"], int(match["version"]), raw, path)
+    except SchemaError as exc:
+        return exc.message
 
 
 class SchemaRepository:
