@@ -396,7 +396,10 @@ def _trace_group(
     applied = marker.applied_at(marker_ttl) if marker is not None else None
     if marker is not None:
         g.marker = _marker_fields(marker, verdict, applied)
+    scan_note = g.summary  # set by a SCAN cut short: the status line keeps it
     g.status, g.summary = _group_status(g, rec, marker, verdict, applied, mine, marker_ttl)
+    if scan_note:
+        g.summary = f"{g.summary} {scan_note}"
     return g
 
 
