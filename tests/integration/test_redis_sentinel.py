@@ -66,7 +66,10 @@ def test_an_engine_on_a_sentinel_url_follows_a_promotion_and_reads_its_verdict_a
         assert engine.apply([(first, Effects().rpush(k("seq"), "1"))])[0].duplicate  # its marker came along
 
         topology.primary.start()  # the old primary comes back; the Sentinels make it a replica of the new one
-        wait_for(lambda: on_promoted.info("replication")["connected_slaves"] == 1, 60, "the old primary rejoining as a replica")
+        # A Sentinel converts a returned primary once it has reported its role for 8 s; one whose
+        # timer ran late on a loaded machine enters TILT and acts 30 s later: 120 s, logs on timeout.
+        wait_for(lambda: on_promoted.info("replication")["connected_slaves"] == 1, 120, "the old primary rejoining as a replica",
+                 on_timeout=topology.sentinel_logs)
         assert engine.durability(refresh=True).replicas == 1
         on_promoted.close()
         client.close()
