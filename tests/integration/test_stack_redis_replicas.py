@@ -7,8 +7,6 @@ not touched), by the same code `postbox up` and `postbox down` run: the group's 
 
 from __future__ import annotations
 
-import random
-import socket
 import time
 from pathlib import Path
 
@@ -22,26 +20,9 @@ from postbox.stack.ports import StackPorts
 from postbox.stack.secrets import ensure_secrets
 from postbox.stack.stack import LocalStack
 from postbox.stack.topology import Topology
+from tests.support.ports import free_run
 
 pytestmark = pytest.mark.timeout(300)
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
-
-
-def _free_run(count: int, low: int, high: int) -> int:
-    """A first port with ``count`` free ports in a row (below the ephemeral range)."""
-    for _ in range(500):
-        first = random.randrange(low, high)
-        if all(_free(first + i) for i in range(count)):
-            return first
-    raise RuntimeError(f"no {count} free ports in a row between {low} and {high}")
 
 
 @pytest.fixture
@@ -50,8 +31,8 @@ def replicated(tmp_path: Path):
     layout.ensure()
     ensure_secrets(layout.secrets_file)
     shared = StackPorts.from_env()
-    ports = StackPorts(postgres=shared.postgres, redis=_free_run(2, 20000, 25000), kafka=shared.kafka,
-                       controller=shared.controller, connect=shared.connect, sentinel=_free_run(3, 25000, 30000))
+    ports = StackPorts(postgres=shared.postgres, redis=free_run(2, 10000, 15000), kafka=shared.kafka,
+                       controller=shared.controller, connect=shared.connect, sentinel=free_run(3, 15000, 20000))
     stack = LocalStack(layout, ports, topology=Topology(redis_replicas=1))
     init_all(stack.redis_group.nodes)
     try:

@@ -14,7 +14,6 @@ started and drops its slot.
 from __future__ import annotations
 
 import re
-import socket
 import time
 import uuid
 from dataclasses import replace
@@ -37,19 +36,11 @@ from postbox.stack.ports import NODE_PORT_STEP, StackPorts
 from postbox.stack.processes import pid_alive, port_open
 from postbox.stack.stack import LocalStack, admin_database_url
 from postbox.stack.topology import Topology
+from tests.support.ports import port_free
 from postbox.topic_creation import TopicsConfig, connector_with_topics
 
 
 _BIND_FAILURE = re.compile(r"Address already in use|BindException|Failed to bind")
-
-
-def _free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
 
 
 def free_ports(topology: Topology, shared: StackPorts) -> StackPorts:
@@ -62,7 +53,7 @@ def free_ports(topology: Topology, shared: StackPorts) -> StackPorts:
         ports = StackPorts(postgres=shared.postgres, redis=shared.redis, kafka=kafka, controller=kafka + 1, connect=connect)
         wanted = [p for n in range(1, topology.kafka_nodes + 1) for p in ports.kafka_node(n)]
         wanted += [ports.connect_worker(w) for w in range(1, topology.connect_workers + 1)]
-        if all(_free(p) for p in wanted):
+        if all(port_free(p) for p in wanted):
             return ports
     raise RuntimeError(f"no free ports for {topology.describe()} (nodes {NODE_PORT_STEP} ports apart)")
 
