@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support import compose_files
+from tests.support.child_process import LoggedChild
 
 ROOT = Path(__file__).resolve().parents[2]
 INFRA = ROOT / "infra"
@@ -50,7 +50,10 @@ def _java(main: str, *args: str) -> list[str]:
     return java(main, *args)
 
 
-class Node:
+class Node(LoggedChild):
+    stop_timeout = 30
+    log_tail = 3000
+
     def __init__(self, work: Path, name: str, service: dict[str, Any], address: str) -> None:
         self.name, self.address = name, address
         self.dir = work / name
@@ -74,24 +77,6 @@ class Node:
     def start(self) -> None:
         with open(self.dir / "out.log", "ab") as log:
             self.process = subprocess.Popen(_java("kafka.Kafka", str(self.config)), cwd=self.dir, stdout=log, stderr=subprocess.STDOUT)
-
-    def kill(self) -> None:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(timeout=10)
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=5)
-
-    def log(self) -> str:
-        path = self.dir / "out.log"
-        return path.read_text(errors="replace")[-3000:] if path.exists() else ""
 
 
 def _wait(check: Callable[[], bool], timeout: float, what: str, nodes: list[Node]) -> float:

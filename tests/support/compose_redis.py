@@ -22,7 +22,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -33,6 +32,7 @@ from typing import Any
 import redis
 
 from tests.support import compose_files
+from tests.support.child_process import LoggedChild
 
 ROOT = Path(__file__).resolve().parents[2]
 INFRA = ROOT / "infra"
@@ -43,7 +43,7 @@ SECRETS = {"POSTBOX_REDIS_ADMIN_PASSWORD": 'ad"m\\in p@ss', "POSTBOX_REDIS_CONSU
 SERVICES = ("redis", "redis-replica", "sentinel-1", "sentinel-2", "sentinel-3")
 
 
-class Container:
+class Container(LoggedChild):
     """One service's process, in a folder that stands for its container's filesystem."""
 
     def __init__(self, work: Path, name: str, service: dict[str, Any]) -> None:
@@ -76,24 +76,6 @@ class Container:
         assert kind == "CMD-SHELL", kind
         env = {**os.environ, **{k: _interpolate(str(v)) for k, v in self.service["environment"].items()}}
         return subprocess.run(["sh", "-c", command.replace("$$", "$")], env=env, capture_output=True, timeout=10).returncode == 0
-
-    def kill(self) -> None:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(timeout=10)
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=5)
-
-    def log(self) -> str:
-        path = self.dir / "out.log"
-        return path.read_text(errors="replace")[-2000:] if path.exists() else ""
 
 
 def _interpolate(value: str) -> str:
