@@ -54,8 +54,8 @@ CONNECTOR_STATES = ("RUNNING", "PAUSED", "STOPPED", "FAILED", "UNASSIGNED", "RES
 class PipelineCollector(Collector):
     """Reads the slot, the connector and (with ``open_kafka``) the groups' lag at each scrape.
 
-    ``open_kafka``: makes a :class:`postbox.kafka_cluster.Kafka` handle, opened on the first
-    scrape and kept; None leaves out the group metrics. ``groups``: only these groups (default:
+    ``open_kafka``: makes a :class:`postbox.kafka_cluster.Kafka` handle, one per scrape, closed
+    before the scrape ends; None leaves out the group metrics. ``groups``: only these groups (default:
     every group with commits on outbox topics). ``pipeline``: whose slot and connector
     (default ``POSTBOX_PIPELINE``, else the default pipeline's); ``slot``/``connector`` name others."""
 
@@ -88,13 +88,15 @@ class PipelineCollector(Collector):
         from postbox.incident.lag import group_lag, now_ms
 
         try:
-            if self._kafka is None:
-                self._kafka = self._open_kafka() if self._open_kafka else None
+            # A handle per scrape, closed with it: librdkafka can abort a process whose long-lived
+            # admin client gets a late answer to a request that timed out across a broker's restart.
+            self._kafka = self._open_kafka() if self._open_kafka else None
             groups = group_lag(self._kafka, self.groups)
         except Exception:  # noqa: BLE001 - Kafka down or refusing: reported as kafka_up 0, retried next scrape
-            self.close()
             yield _gauge("postbox_exporter_kafka_up", [], [([], 0)])
             return
+        finally:
+            self.close()
         yield _gauge("postbox_exporter_kafka_up", [], [([], 1)])
         now = now_ms()
         lag, age, members = [], [], []
