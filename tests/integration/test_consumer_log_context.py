@@ -53,7 +53,10 @@ def test_json_lines_of_handlers_and_postbox_carry_the_event(settings, unique, tm
     for line in lines:
         records.append(json.loads(line))  # every line is JSON: the handler's and librdkafka's included
     ours = [r for r in records if r["logger"] == "shop.lifecycle_test"]
-    assert [r["level"] for r in ours].count("info") == 3 + 2  # logger.info() is no longer dropped
+    # logger.info() is no longer dropped: each Counted and Awaited event logs it (again when the
+    # partition retries from the Refused event before it: a handler runs again, its effects do not)
+    informed = [r for r in ours if r["level"] == "info"]
+    assert {r["event_id"] for r in informed} == {eid for eid, offset in ids.items() if offset != 3} and len(informed) >= 3 + 2
     # the Refused event: one call and one in-place retry (more when the first dead letter of a new
     # DLQ topic is not acknowledged and the partition retries)
     assert [r["level"] for r in ours].count("warning") == 1 and [r["level"] for r in ours].count("error") >= 2
